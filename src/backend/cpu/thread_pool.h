@@ -1,0 +1,58 @@
+// A fixed pool of worker threads for data-parallel kernels. run() is called many times per token,
+// so it neither allocates nor takes a lock on the fast path: workers spin briefly on an epoch
+// counter before sleeping, and the caller takes part as thread 0.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace hearth::cpu {
+
+// Non-owning reference to a callable `void(int ith, int nth)`; cheap to pass, never allocates.
+class TaskRef {
+ public:
+  template <typename F>
+  TaskRef(F& f)  // NOLINT(google-explicit-constructor): implicit by design
+      : obj_(static_cast<void*>(&f)), call_([](void* o, int ith, int nth) {
+          (*static_cast<F*>(o))(ith, nth);
+        }) {}
+  void operator()(int ith, int nth) const { call_(obj_, ith, nth); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int, int);
+};
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Runs task(ith, nth) on every thread (ith = 0 on the caller) and returns when all are done.
+  void run(TaskRef task);
+
+  template <typename F>
+  void run(F&& f) {
+    auto& ref = f;
+    run(TaskRef(ref));
+  }
+
+ private:
+  struct State;
+  int n_threads_;
+  State* state_;
+};
+
+// Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's [begin, end).
+inline std::pair<int64_t, int64_t> split_range(int64_t n, int ith, int nth) {
+  const int64_t per = n / nth, rem = n % nth;
+  const int64_t begin = ith * per + (ith < rem ? ith : rem);
+  return {begin, begin + per + (ith < rem ? 1 : 0)};
+}
+
+}  // namespace hearth::cpu

@@ -1,0 +1,143 @@
+// GGUF container: a strict reader over an mmapped file and a writer. Knows nothing about models.
+//
+// The reader treats the file as untrusted: every count, length, dimension, type, offset and size is
+// checked against the file size (overflow-safe) before it is used, and every failure throws
+// hearth::Error naming the file and the key or tensor at fault.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hearth::gguf {
+
+enum class ValueType : uint32_t {
+  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+std::string_view value_type_name(ValueType t);
+
+// One metadata value. Strings and array payloads point into the mapped file (valid while the
+// GgufFile lives); arrays of strings are pre-split into `strings`.
+struct Value {
+  ValueType type = ValueType::U8;
+  // scalars: exactly one of these is meaningful, chosen by `type`
+  uint64_t u = 0;
+  int64_t i = 0;
+  double f = 0;
+  bool b = false;
+  std::string_view str;
+  // arrays
+  ValueType elem_type = ValueType::U8;
+  uint64_t count = 0;
+  const uint8_t* data = nullptr;          // numeric array payload, little-endian, packed
+  std::vector<std::string_view> strings;  // string array elements
+};
+
+struct TensorInfo {
+  std::string name;
+  uint32_t type = 0;           // ggml type id (see core/dtype.h)
+  int n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};  // ggml order: ne[0] is the contiguous (row) dimension
+  uint64_t offset = 0;         // relative to the start of the data section
+  uint64_t nbytes = 0;
+  const uint8_t* data = nullptr;  // into the mapping
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+class GgufFile {
+ public:
+  // Maps and validates the file. Accepts magic "GGUF" and PowerInfer's "PWRI", versions 2 and 3.
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  bool is_powerinfer() const { return powerinfer_; }  // magic was "PWRI"
+  uint64_t alignment() const { return alignment_; }
+  uint64_t file_size() const { return size_; }
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
+  const Value* find(std::string_view key) const;
+  bool has(std::string_view key) const { return find(key) != nullptr; }
+
+  // Typed getters: nullopt when the key is absent; Error naming the key when it has a type that
+  // cannot be converted (e.g. a string where an integer is expected, or a negative count).
+  std::optional<std::string_view> get_string(std::string_view key) const;
+  std::optional<int64_t> get_int(std::string_view key) const;    // any integer type
+  std::optional<double> get_float(std::string_view key) const;   // F32/F64 or any integer
+  std::optional<bool> get_bool(std::string_view key) const;
+  // Array getters: nullopt when absent; Error when not an array of a convertible element type.
+  std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const;
+  std::optional<std::vector<float>> get_float_array(std::string_view key) const;
+  std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;
+
+  // Short human-readable rendering of a value (arrays abbreviated after `max_elems`).
+  static std::string format_value(const Value& v, size_t max_elems = 8);
+
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const TensorInfo* find_tensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  std::string path_;
+  uint32_t version_ = 0;
+  bool powerinfer_ = false;
+  uint64_t alignment_ = 32;
+  const uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  std::vector<std::pair<std::string, Value>> kv_;
+  std::vector<TensorInfo> tensors_;
+  friend class GgufParser;
+};
+
+// Builds a GGUF v3 file. Tensor data is borrowed: the pointers passed to add_tensor must stay valid
+// until write() returns. write() goes to a temporary file beside the target and renames it, so a
+// failed or interrupted write never leaves a half-written file under the final name.
+class GgufWriter {
+ public:
+  void set_string(const std::string& key, const std::string& value);
+  void set_u32(const std::string& key, uint32_t value);
+  void set_i32(const std::string& key, int32_t value);
+  void set_u64(const std::string& key, uint64_t value);
+  void set_f32(const std::string& key, float value);
+  void set_bool(const std::string& key, bool value);
+  void set_string_array(const std::string& key, const std::vector<std::string>& values);
+  void set_f32_array(const std::string& key, std::span<const float> values);
+  void set_i32_array(const std::string& key, std::span<const int32_t> values);
+  // Copies a metadata value (of any type) from a file being read, e.g. when rewriting a model.
+  void copy_value(const std::string& key, const Value& v);
+
+  // ne in ggml order (ne[0] contiguous). nbytes must match the type's geometry.
+  void add_tensor(const std::string& name, uint32_t ggml_type, std::span<const int64_t> ne,
+                  const void* data, uint64_t nbytes);
+
+  void set_alignment(uint64_t alignment);  // default 32; written as general.alignment if not 32
+  // "GGUF" by default; "PWRI" writes a PowerInfer-flagged file.
+  void set_magic_powerinfer(bool on) { powerinfer_ = on; }
+
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry;
+  struct Tensor {
+    std::string name;
+    uint32_t type;
+    std::vector<int64_t> ne;
+    const void* data;
+    uint64_t nbytes;
+  };
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> kv_;  // key -> encoded (type + value)
+  std::vector<Tensor> tensors_;
+  uint64_t alignment_ = 32;
+  bool powerinfer_ = false;
+};
+
+}  // namespace hearth::gguf

@@ -1,0 +1,120 @@
+#include "common/test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace hearth::test {
+
+std::optional<std::string> shared_dir() {
+  if (const char* env = std::getenv("HEARTH_SHARED_DIR")) {
+    if (fs::is_directory(env)) return std::string(env);
+    return std::nullopt;
+  }
+  const fs::path p = fs::path(HEARTH_SOURCE_DIR).parent_path() / "shared";
+  if (fs::is_directory(p / "models")) return p.string();
+  return std::nullopt;
+}
+
+namespace {
+struct TempRoot {
+  fs::path path;
+  TempRoot() {
+    std::string tmpl = (fs::temp_directory_path() / "hearth-test-XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempRoot() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+std::string temp_dir() {
+  static TempRoot root;  // test-process lifetime only
+  static int counter = 0;
+  fs::path p = root.path / std::to_string(counter++);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+std::string trim(const std::string& s) {
+  const char* ws = " \t\r\n";
+  const size_t b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(ws);
+  return s.substr(b, e - b + 1);
+}
+
+namespace {
+std::string drain(int fd) {
+  std::string data;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return data;
+}
+}  // namespace
+
+CommandResult run_hearth(const std::vector<std::string>& args) {
+  int out_pipe[2], err_pipe[2];
+  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> argv_store = {HEARTH_BINARY};
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  CommandResult r;
+  std::thread err_reader([&] { r.err = drain(err_pipe[0]); });
+  r.out = drain(out_pipe[0]);
+  err_reader.join();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+}  // namespace hearth::test

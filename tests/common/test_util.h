@@ -1,0 +1,39 @@
+// Helpers shared by the test folders: where ../shared is (tests skip cleanly without it), scratch
+// files, and running the `hearth` binary as a user would.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hearth::test {
+
+// ../shared beside the source tree (or $HEARTH_SHARED_DIR), if it exists.
+std::optional<std::string> shared_dir();
+
+// GTEST_SKIP()s the calling test when ../shared is absent; evaluates to the path otherwise.
+#define HEARTH_REQUIRE_SHARED(var)                                   \
+  const auto var##_opt = ::hearth::test::shared_dir();               \
+  if (!var##_opt) GTEST_SKIP() << "../shared is absent";             \
+  const std::string var = *var##_opt
+
+// A fresh directory under the build's temp area, removed at process exit.
+std::string temp_dir();
+
+std::string read_file(const std::string& path);
+void write_file(const std::string& path, const std::string& data);
+std::string trim(const std::string& s);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the built `hearth` binary with these arguments (no shell involved).
+CommandResult run_hearth(const std::vector<std::string>& args);
+
+}  // namespace hearth::test
