@@ -1,13 +1,48 @@
-// hearth: one binary, one subcommand per job (llama.cpp-style flags).
+// hearth: one binary, one subcommand per job, with llama.cpp-style flags.
 #include <cstdio>
-#include <cstring>
 #include <string_view>
 
-int main(int argc, char** argv) {
-  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
-    std::fprintf(stderr, "usage: hearth <command> [options]\n");
-    return argc < 2 ? 1 : 0;
+#include "commands.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  int (*main)(int argc, char** argv);
+  std::string_view help;
+};
+
+constexpr Command kCommands[] = {
+    {"run", hearth::cli::cmd_run, "generate text from a prompt"},
+    {"tokenize", hearth::cli::cmd_tokenize, "print the token ids of a text"},
+    {"inspect", hearth::cli::cmd_inspect, "show a GGUF model's metadata and tensors"},
+    {"synth", hearth::cli::cmd_synth, "write a random Llama-shaped GGUF model"},
+    {"bench", hearth::cli::cmd_bench, "measure prompt and generation speed and the roofline"},
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out, "usage: hearth <command> [options]   (hearth <command> --help for details)\n\ncommands:\n");
+  for (const auto& c : kCommands) {
+    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                 static_cast<int>(c.help.size()), c.help.data());
   }
-  std::fprintf(stderr, "hearth: unknown command '%s'\n", argv[1]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  const std::string_view name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (c.name == name) return c.main(argc - 1, argv + 1);
+  }
+  std::fprintf(stderr, "hearth: error: unknown command '%s' (see hearth --help)\n", argv[1]);
   return 1;
 }

@@ -22,7 +22,9 @@ inline float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));  // inf / nan
+  if (exp == 0x1f) {  // inf, or nan quieted like F16C does (a signaling nan gains the quiet bit)
+    return f32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0u));
+  }
   if (exp == 0) {
     if (mant == 0) return f32_from_bits(sign);
     // subnormal: value = mant * 2^-24

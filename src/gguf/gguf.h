@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace hearth::gguf {
@@ -53,6 +54,10 @@ class GgufFile {
  public:
   // Maps and validates the file. Accepts magic "GGUF" and PowerInfer's "PWRI", versions 2 and 3.
   static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Parses a GGUF image already in memory (borrowed: `data` must outlive the result); `name`
+  // stands for the path in messages. Same validation as open(); used by tests and the fuzzer.
+  static std::unique_ptr<GgufFile> open_buffer(const std::string& name, const uint8_t* data,
+                                               size_t size);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -93,8 +98,12 @@ class GgufFile {
   uint64_t alignment_ = 32;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  void* mapping_ = nullptr;  // set when open() mapped the file; unmapped by the destructor
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<TensorInfo> tensors_;
+  // Name -> index into kv_ / tensors_. The views point into the file image, which outlives them.
+  std::unordered_map<std::string_view, size_t> kv_index_;
+  std::unordered_map<std::string_view, size_t> tensor_index_;
   friend class GgufParser;
 };
 
@@ -126,7 +135,8 @@ class GgufWriter {
   void write(const std::string& path) const;
 
  private:
-  struct Entry;
+  // Adds or replaces (keeping its position) a key with its encoded type and value.
+  void put(const std::string& key, std::vector<uint8_t> encoded);
   struct Tensor {
     std::string name;
     uint32_t type;

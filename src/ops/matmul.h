@@ -1,6 +1,9 @@
 // Dense matrix-vector and matrix-matrix products against weights in any supported dtype.
 // Weights are in ggml layout: W has `rows` rows of `cols` contiguous elements (ne0 = cols).
 // Both ops split the work over the context's thread pool and never allocate after warm-up.
+// Quantized weights (Q8_0, Q4_0) multiply activations quantized to Q8 in ctx.scratch(), so a
+// call invalidates scratch pointers the caller obtained earlier. Results do not depend on the
+// number of threads.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,11 @@
 // per call. Every entry has a scalar reference in kernels/generic/.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
+
+#include "core/dtype.h"
 
 namespace hearth::cpu {
 
@@ -13,9 +17,41 @@ enum class Isa { Scalar, Avx2 };
 Isa detect_isa();
 std::string_view isa_name(Isa isa);
 
+// The form activations take before a dot product with weight rows. Float weights (F32, F16,
+// BF16) multiply F32 activations directly. Quantized weights multiply activations quantized once
+// per call with ggml's Q8_0 rounding, stored planar so that the kernels load aligned vectors:
+//   [ qs: n int8 ][ d: n/32 float scales ]      (row size: act_row_bytes(Q8, n), 32-byte aligned)
+// Scalar and AVX2 kernels produce bit-identical activation rows.
+enum class ActFormat { F32, Q8 };
+
+// Bytes of one activation row of n elements (a multiple of 32 bytes so rows stay aligned).
+size_t act_row_bytes(ActFormat f, int64_t n);
+
+// Kernels for weights of one dtype. Weight rows are `ldw` bytes apart, activation rows `ldx`
+// bytes apart (in the weight type's ActFormat), output rows `ldy` floats apart.
+struct WeightKernels {
+  ActFormat act = ActFormat::F32;
+  // x[n] -> one activation row in `act` format; null for ActFormat::F32 (used as is).
+  void (*to_act)(const float* x, void* y, int64_t n) = nullptr;
+  // Row of this dtype -> y[n] floats.
+  void (*to_float)(const void* x, float* y, int64_t n) = nullptr;
+  // Dot product of one weight row with one activation row of n elements.
+  float (*dot)(int64_t n, const void* w, const void* x) = nullptr;
+  // y[t * ldy + r] = dot(w row r, x row t) for r < nr, t < nt: the register-blocked tile kernel
+  // behind matvec (nt = 1) and matmul. Callers pick nr, nt; the kernel tiles internally.
+  void (*gemm)(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy) = nullptr;
+};
+
 struct Kernels {
   Isa isa = Isa::Scalar;
-  // (function pointers: filled in by select_kernels)
+  WeightKernels f32, f16, bf16, q8_0, q4_0;
+  // F32 <-> F16 rows (KV cache writes and reads).
+  void (*fp32_to_fp16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
+  void (*fp16_to_fp32_row)(const uint16_t* x, float* y, int64_t n) = nullptr;
+
+  // Kernels for weights of dtype t (throws hearth::Error for a dtype without kernels).
+  const WeightKernels& weights(DType t) const;
 };
 
 Kernels select_kernels(Isa isa);

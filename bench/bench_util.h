@@ -1,0 +1,45 @@
+// Shared set-up for the micro-benchmarks: weight matrices big enough to defeat the caches.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/quantize.h"
+
+namespace hearth::bench {
+
+// Copies of one random [rows, cols] weight matrix, at least `min_total_bytes` together, so that
+// cycling through them streams from DRAM as decode does (one matrix alone may fit in L3).
+struct WeightSet {
+  std::vector<std::vector<uint8_t>> copies;
+  size_t matrix_bytes = 0;
+
+  WeightSet(DType t, int64_t rows, int64_t cols, size_t min_total_bytes) {
+    std::mt19937 rng(42);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    std::vector<float> f(static_cast<size_t>(rows * cols));
+    for (auto& v : f) v = normal(rng);
+    matrix_bytes = static_cast<size_t>(rows * row_bytes(t, cols));
+    std::vector<uint8_t> first(matrix_bytes);
+    quantize_rows(t, f.data(), first.data(), rows, cols);
+    const size_t n = (min_total_bytes + matrix_bytes - 1) / matrix_bytes;
+    for (size_t i = 0; i < (n < 1 ? 1 : n); ++i) copies.push_back(first);
+  }
+  const uint8_t* get(size_t i) const { return copies[i % copies.size()].data(); }
+};
+
+inline std::vector<float> random_activations(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+// Total bytes of weight copies for the DRAM-bound benchmarks: well past any L3.
+inline constexpr size_t kColdBytes = size_t{256} << 20;
+
+}  // namespace hearth::bench

@@ -1,0 +1,89 @@
+// matvec (decode, memory-bound: bytes/s of weights is the figure of merit) and matmul (prompt
+// processing, compute-bound: FLOP/s) for every dtype at Llama-7B-like shapes scaled to 2048.
+// Args: {rows, cols, threads} for matvec, {rows, cols, tokens, threads} for matmul.
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "backend/cpu/context.h"
+#include "bench_util.h"
+#include "ops/matmul.h"
+
+namespace hearth::bench {
+namespace {
+
+const WeightSet& weights(DType t, int64_t rows, int64_t cols, size_t min_bytes) {
+  static std::map<std::tuple<DType, int64_t, int64_t, size_t>, std::unique_ptr<WeightSet>> cache;
+  auto& slot = cache[{t, rows, cols, min_bytes}];
+  if (!slot) slot = std::make_unique<WeightSet>(t, rows, cols, min_bytes);
+  return *slot;
+}
+
+void bm_matvec(benchmark::State& state, DType t) {
+  const int64_t rows = state.range(0), cols = state.range(1);
+  cpu::CpuContext ctx(static_cast<int>(state.range(2)));
+  const WeightSet& w = weights(t, rows, cols, kColdBytes);
+  const auto x = random_activations(cols, 1);
+  std::vector<float> y(static_cast<size_t>(rows));
+  size_t i = 0;
+  for (auto _ : state) {
+    matvec(ctx, t, w.get(i++), rows, cols, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
+void bm_matmul(benchmark::State& state, DType t) {
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  cpu::CpuContext ctx(static_cast<int>(state.range(3)));
+  // Compute-bound: one matrix is enough, the cache state hardly matters.
+  const WeightSet& w = weights(t, rows, cols, 0);
+  const auto x = random_activations(n * cols, 2);
+  std::vector<float> y(static_cast<size_t>(rows * n));
+  for (auto _ : state) {
+    matmul(ctx, t, w.get(0), rows, cols, x.data(), n, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * n),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
+void matvec_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads"});
+  for (int threads : {1, 2}) {
+    b->Args({2048, 2048, threads});
+    b->Args({5632, 2048, threads});
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "n", "threads"});
+  b->Args({2048, 2048, 512, 2});
+  b->Args({5632, 2048, 512, 2});
+  b->Args({2048, 5632, 512, 2});
+  b->Args({2048, 2048, 32, 2});
+  b->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+BENCHMARK_CAPTURE(bm_matvec, f32, DType::F32)->Apply(matvec_args);
+BENCHMARK_CAPTURE(bm_matvec, f16, DType::F16)->Apply(matvec_args);
+BENCHMARK_CAPTURE(bm_matvec, bf16, DType::BF16)->Apply(matvec_args);
+BENCHMARK_CAPTURE(bm_matvec, q8_0, DType::Q8_0)->Apply(matvec_args);
+BENCHMARK_CAPTURE(bm_matvec, q4_0, DType::Q4_0)->Apply(matvec_args);
+
+BENCHMARK_CAPTURE(bm_matmul, f32, DType::F32)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, f16, DType::F16)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, bf16, DType::BF16)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+
+}  // namespace
+}  // namespace hearth::bench

@@ -1,0 +1,44 @@
+// Plain value types shared by the public API.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace hearth {
+
+// FFN nonlinearity. Gated variants (silu, relu, relu2, gelu applied to the gate, times up) are
+// used when the model has ffn_gate; otherwise the activation applies to up directly.
+enum class FfnActivation { Silu, Relu, Relu2, Gelu };
+
+enum class RopeType { Normal, Neox };  // adjacent pairs (llama) or halves (neox)
+
+// Element type of the KV cache.
+enum class KvType { F32, F16 };
+
+// Hyper-parameters of a loaded model, read from GGUF metadata.
+struct ModelConfig {
+  std::string arch;   // general.architecture
+  std::string name;   // general.name, if any
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ff = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // n_embd / n_head
+  int64_t n_rot = 0;     // rotary dimensions per head (<= head_dim)
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  float rope_freq_base = 10000.0f;
+  RopeType rope_type = RopeType::Normal;
+  FfnActivation ffn_act = FfnActivation::Silu;
+  bool ffn_gated = true;    // has ffn_gate
+  bool tied_output = false; // output projection reuses token_embd
+
+  int64_t n_embd_kv() const { return n_head_kv * head_dim; }
+};
+
+std::string to_string(FfnActivation a);
+std::string to_string(RopeType r);
+
+}  // namespace hearth

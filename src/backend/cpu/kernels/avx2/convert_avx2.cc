@@ -1,0 +1,115 @@
+// Row conversions and the activation quantizer. The quantizer is bit-identical to the scalar
+// reference (same scale arithmetic, same round-half-away-from-zero), so switching ISA never
+// changes which integers the dot products see.
+#include <cstring>
+
+#include "backend/cpu/kernels/avx2/avx2_kernels.h"
+#include "core/dtype.h"
+#include "backend/cpu/kernels/avx2/avx2_util.h"  // last: it switches on AVX2 code generation
+
+namespace hearth::cpu::avx2 {
+namespace {
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// roundf semantics: truncate, then step away from zero when the dropped fraction is >= 1/2.
+// (Adding 0.5 before truncating would misround 0.49999997f.) v - trunc(v) is exact.
+inline __m256i round_half_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_sub_ps(v, t);
+  const __m256 away = _mm256_cmp_ps(abs_ps(frac), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 one_signed =
+      _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+  return _mm256_cvtps_epi32(_mm256_add_ps(t, _mm256_and_ps(away, one_signed)));
+}
+
+// Four vectors of 8 int32 (each in [-127, 127]) -> 32 int8 in order.
+inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  // packs works within 128-bit halves, leaving the 4-element groups interleaved; one
+  // cross-lane permute restores element order.
+  const __m256i ab = _mm256_packs_epi32(a, b);
+  const __m256i cd = _mm256_packs_epi32(c, d);
+  const __m256i abcd = _mm256_packs_epi16(ab, cd);
+  return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+}  // namespace
+
+void quantize_act_q8(const float* x, void* y, int64_t n) {
+  auto* qs = static_cast<int8_t*>(y);
+  auto* d = reinterpret_cast<float*>(qs + n);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    __m256 v[4];
+    for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xb + 8 * j);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
+                             _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    d[b] = half_to_float(float_to_half(scale));
+    const __m256 vinv = _mm256_set1_ps(inv);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = round_half_away(_mm256_mul_ps(v[j], vinv));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQK),
+                        pack_i32x32_to_i8(q[0], q[1], q[2], q[3]));
+  }
+}
+
+void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16x8(x + i));
+  for (; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+void f16_to_float(const void* x, float* y, int64_t n) {
+  fp16_to_fp32_row(static_cast<const uint16_t*>(x), y, n);
+}
+
+void bf16_to_float(const void* x, float* y, int64_t n) {
+  const auto* in = static_cast<const uint16_t*>(x);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16x8(in + i));
+  for (; i < n; ++i) y[i] = bf16_to_f32(in[i]);
+}
+
+void q8_0_to_float(const void* x, float* y, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(x);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+    for (int j = 0; j < 4; ++j) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blocks[b].qs + 8 * j));
+      const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+      _mm256_storeu_ps(y + b * kQK + 8 * j, _mm256_mul_ps(q, d));
+    }
+  }
+}
+
+void q4_0_to_float(const void* x, float* y, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ4_0*>(x);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const __m256 d = _mm256_set1_ps(half_to_float(blocks[b].d));
+    alignas(32) int8_t q[kQK];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q),
+                       _mm256_sub_epi8(unpack_nibbles(blocks[b].qs), _mm256_set1_epi8(8)));
+    for (int j = 0; j < 4; ++j) {
+      const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * j));
+      const __m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+      _mm256_storeu_ps(y + b * kQK + 8 * j, _mm256_mul_ps(qf, d));
+    }
+  }
+}
+
+}  // namespace hearth::cpu::avx2

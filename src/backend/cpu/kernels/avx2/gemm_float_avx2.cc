@@ -1,0 +1,125 @@
+// F32 activations against F32, F16 and BF16 weight rows: register-blocked FMA tiles. Each weight
+// vector is converted once per tile and meets T activation rows; each activation vector meets R
+// weight rows.
+#include <cstring>
+
+#include "backend/cpu/kernels/avx2/avx2_kernels.h"
+#include "backend/cpu/kernels/avx2/avx2_util.h"  // last: it switches on AVX2 code generation
+
+namespace hearth::cpu::avx2 {
+namespace {
+
+struct LoadF32 {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static float at(const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+  }
+};
+struct LoadF16 {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    return load_f16x8(reinterpret_cast<const uint16_t*>(row) + i);
+  }
+  static float at(const uint8_t* row, int64_t i) {
+    return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+  }
+};
+struct LoadBf16 {
+  static __m256 load8(const uint8_t* row, int64_t i) {
+    return load_bf16x8(reinterpret_cast<const uint16_t*>(row) + i);
+  }
+  static float at(const uint8_t* row, int64_t i) {
+    return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
+  }
+};
+
+// Up to 7 trailing elements, zero-padded to a vector; they land in lanes 0.. like the
+// reference's tail.
+template <typename L>
+__m256 load_tail(const uint8_t* row, int64_t i, int64_t count) {
+  alignas(32) float buf[8] = {};
+  for (int64_t j = 0; j < count; ++j) buf[j] = L::at(row, i + j);
+  return _mm256_load_ps(buf);
+}
+
+inline __m256 load_tail_f32(const float* x, int64_t i, int64_t count) {
+  alignas(32) float buf[8] = {};
+  std::memcpy(buf, x + i, static_cast<size_t>(count) * sizeof(float));
+  return _mm256_load_ps(buf);
+}
+
+template <typename L>
+struct FloatTiles {
+  template <int R, int T>
+  static void tile(int64_t n, const uint8_t* w, size_t ldw, const uint8_t* x, size_t ldx,
+                   float* y, size_t ldy) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const float* xr[T];
+    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = L::load8(w + r * ldw, i);
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = _mm256_loadu_ps(xr[t] + i);
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+    if (i < n) {
+      __m256 wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = load_tail<L>(w + r * ldw, i, n - i);
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = load_tail_f32(xr[t], i, n - i);
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(acc[r][t]);
+    }
+  }
+};
+
+// 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers;
+// matvec has a single activation row, so it takes 4 weight rows at a time instead.
+template <typename L>
+void gemm_float(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+                int64_t nt, float* y, size_t ldy) {
+  if (nt == 1) {
+    TileSet<FloatTiles<L>, 4, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+  } else {
+    TileSet<FloatTiles<L>, 3, 4>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+  }
+}
+
+template <typename L>
+float dot_float(int64_t n, const void* w, const void* x) {
+  float y;
+  FloatTiles<L>::template tile<1, 1>(n, static_cast<const uint8_t*>(w), 0,
+                                     static_cast<const uint8_t*>(x), 0, &y, 0);
+  return y;
+}
+
+}  // namespace
+
+float dot_f32(int64_t n, const void* w, const void* x) { return dot_float<LoadF32>(n, w, x); }
+float dot_f16(int64_t n, const void* w, const void* x) { return dot_float<LoadF16>(n, w, x); }
+float dot_bf16(int64_t n, const void* w, const void* x) { return dot_float<LoadBf16>(n, w, x); }
+
+void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+              int64_t nt, float* y, size_t ldy) {
+  gemm_float<LoadF32>(n, w, ldw, nr, x, ldx, nt, y, ldy);
+}
+void gemm_f16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+              int64_t nt, float* y, size_t ldy) {
+  gemm_float<LoadF16>(n, w, ldw, nr, x, ldx, nt, y, ldy);
+}
+void gemm_bf16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy) {
+  gemm_float<LoadBf16>(n, w, ldw, nr, x, ldx, nt, y, ldy);
+}
+
+}  // namespace hearth::cpu::avx2

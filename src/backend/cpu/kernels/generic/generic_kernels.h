@@ -1,0 +1,48 @@
+// Scalar reference kernels: portable C++ that defines what every vectorised variant must compute.
+// Quantized dot products work on the same Q8 activation rows as the fast paths, so fast and
+// reference results differ only by float summation order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/dispatch.h"
+
+namespace hearth::cpu::generic {
+
+// Number of independent partial sums in the float dot products; the AVX2 kernels use one lane
+// per partial sum, so the reference sums in a similar order.
+inline constexpr int kLanes = 8;
+
+// Activation quantization: x[n] -> planar Q8 row (see ActFormat::Q8).
+void quantize_act_q8(const float* x, void* y, int64_t n);
+
+void f16_to_float(const void* x, float* y, int64_t n);
+void bf16_to_float(const void* x, float* y, int64_t n);
+void f32_to_float(const void* x, float* y, int64_t n);
+void q8_0_to_float(const void* x, float* y, int64_t n);
+void q4_0_to_float(const void* x, float* y, int64_t n);
+void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
+void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
+
+float dot_f32(int64_t n, const void* w, const void* x);
+float dot_f16(int64_t n, const void* w, const void* x);
+float dot_bf16(int64_t n, const void* w, const void* x);
+float dot_q8_0(int64_t n, const void* w, const void* x);
+float dot_q4_0(int64_t n, const void* w, const void* x);
+
+void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+              int64_t nt, float* y, size_t ldy);
+void gemm_f16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+              int64_t nt, float* y, size_t ldy);
+void gemm_bf16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy);
+void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy);
+void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy);
+
+// The whole scalar table.
+Kernels kernels();
+
+}  // namespace hearth::cpu::generic

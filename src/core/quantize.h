@@ -1,0 +1,28 @@
+// Row conversion between F32 and the stored dtypes. These are the reference implementations used
+// to write model files: quantization reproduces ggml's reference rounding exactly, so a tensor
+// quantized here is byte-identical to one quantized by llama.cpp from the same F32 values.
+// Kernels that need speed (activation quantization, dequantization in matmul) live in
+// backend/cpu/kernels and are tested against these.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hearth {
+
+// y = x converted to dtype t; x[n] floats, y receives row_bytes(t, n) bytes.
+// n must be a multiple of dtype_block_size(t).
+void quantize_row(DType t, const float* x, void* y, int64_t n);
+
+// y[n] = the values of the row x stored in dtype t.
+void dequantize_row(DType t, const void* x, float* y, int64_t n);
+
+// Converts a [rows, cols] F32 matrix row by row; y receives rows * row_bytes(t, cols) bytes.
+void quantize_rows(DType t, const float* x, void* y, int64_t rows, int64_t cols);
+
+// ggml's reference block quantizers, exposed for tests and for kernels that mirror them.
+void quantize_block_q8_0(const float* x, BlockQ8_0* y);  // x[32]
+void quantize_block_q4_0(const float* x, BlockQ4_0* y);  // x[32]
+
+}  // namespace hearth

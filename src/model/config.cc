@@ -1,0 +1,121 @@
+#include "model/config.h"
+
+#include <array>
+#include <string>
+
+#include "core/error.h"
+
+namespace hearth {
+namespace {
+
+// Per-architecture facts that GGUF metadata does not carry. Adding an architecture with the Llama
+// block structure is one row here plus its weight list in model/arch/.
+struct ArchTraits {
+  std::string_view name;
+  RopeType rope_type;
+  FfnActivation default_act;
+};
+constexpr std::array<ArchTraits, 1> kArchs = {{
+    {"llama", RopeType::Normal, FfnActivation::Silu},
+}};
+
+class KeyReader {
+ public:
+  KeyReader(const gguf::GgufFile& file, std::string_view arch) : file_(file), prefix_(arch) {}
+
+  int64_t required_int(std::string_view suffix, int64_t min_value, int64_t max_value) const {
+    const std::string key = prefix_ + "." + std::string(suffix);
+    const auto v = file_.get_int(key);
+    if (!v) fail(file_.path(), ": missing metadata key '", key, "'");
+    return check_range(key, *v, min_value, max_value);
+  }
+  int64_t optional_int(std::string_view suffix, int64_t fallback, int64_t min_value,
+                       int64_t max_value) const {
+    const std::string key = prefix_ + "." + std::string(suffix);
+    const auto v = file_.get_int(key);
+    return v ? check_range(key, *v, min_value, max_value) : fallback;
+  }
+  double optional_float(std::string_view suffix, double fallback) const {
+    const std::string key = prefix_ + "." + std::string(suffix);
+    const auto v = file_.get_float(key);
+    return v ? *v : fallback;
+  }
+
+ private:
+  int64_t check_range(const std::string& key, int64_t v, int64_t lo, int64_t hi) const {
+    if (v < lo || v > hi) {
+      fail(file_.path(), ": metadata key '", key, "' = ", v, " is out of range [", lo, ", ", hi, "]");
+    }
+    return v;
+  }
+  const gguf::GgufFile& file_;
+  std::string prefix_;
+};
+
+constexpr int64_t kMaxDim = int64_t{1} << 20;  // no real model has a hidden size near 1M
+
+}  // namespace
+
+FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
+  if (name == "silu" || name == "swiglu") return FfnActivation::Silu;
+  if (name == "relu" || name == "reglu") return FfnActivation::Relu;
+  if (name == "relu2") return FfnActivation::Relu2;
+  if (name == "gelu" || name == "geglu") return FfnActivation::Gelu;
+  fail(where, ": unknown FFN activation '", name, "' (expected silu, relu, relu2 or gelu)");
+}
+
+ModelConfig read_config(const gguf::GgufFile& file) {
+  ModelConfig c;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) fail(file.path(), ": missing metadata key 'general.architecture'");
+  c.arch = std::string(*arch);
+  const ArchTraits* traits = nullptr;
+  for (const auto& t : kArchs) {
+    if (t.name == c.arch) traits = &t;
+  }
+  if (!traits) fail(file.path(), ": unsupported architecture '", c.arch, "' (supported: llama)");
+  if (auto name = file.get_string("general.name")) c.name = std::string(*name);
+
+  const KeyReader keys(file, c.arch);
+  c.n_embd = keys.required_int("embedding_length", 1, kMaxDim);
+  c.n_layer = keys.required_int("block_count", 1, 4096);
+  c.n_ff = keys.required_int("feed_forward_length", 1, 16 * kMaxDim);
+  c.n_head = keys.required_int("attention.head_count", 1, c.n_embd);
+  c.n_head_kv = keys.optional_int("attention.head_count_kv", c.n_head, 1, c.n_head);
+  c.n_ctx_train = keys.optional_int("context_length", 2048, 1, int64_t{1} << 24);
+  if (c.n_embd % c.n_head != 0) {
+    fail(file.path(), ": embedding_length ", c.n_embd, " is not divisible by head_count ", c.n_head);
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    fail(file.path(), ": head_count ", c.n_head, " is not divisible by head_count_kv ", c.n_head_kv);
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  c.n_rot = keys.optional_int("rope.dimension_count", c.head_dim, 2, c.head_dim);
+  if (c.n_rot % 2 != 0) fail(file.path(), ": rope.dimension_count ", c.n_rot, " is odd");
+  c.rms_eps = static_cast<float>(keys.optional_float("attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_freq_base = static_cast<float>(keys.optional_float("rope.freq_base", 10000.0));
+  if (!(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
+    fail(file.path(), ": layer_norm_rms_epsilon and rope.freq_base must be positive");
+  }
+  c.rope_type = traits->rope_type;
+  c.ffn_act = traits->default_act;
+  if (auto act = file.get_string("hearth.ffn_activation")) {
+    c.ffn_act = parse_ffn_activation(*act, file.path() + ": metadata key 'hearth.ffn_activation'");
+  }
+  // n_vocab, ffn_gated and tied_output come from the tensors (see model/arch/).
+  return c;
+}
+
+std::string to_string(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::Silu: return "silu";
+    case FfnActivation::Relu: return "relu";
+    case FfnActivation::Relu2: return "relu2";
+    case FfnActivation::Gelu: return "gelu";
+  }
+  return "?";
+}
+
+std::string to_string(RopeType r) { return r == RopeType::Normal ? "normal" : "neox"; }
+
+}  // namespace hearth

@@ -1,0 +1,17 @@
+// Reads a model's hyper-parameters from GGUF metadata (llama.cpp's key names, under the
+// architecture's prefix) and validates them against each other.
+#pragma once
+
+#include "gguf/gguf.h"
+#include "hearth/types.h"
+
+namespace hearth {
+
+// Throws hearth::Error naming the file and key for a missing, mistyped or inconsistent value, and
+// for an architecture Hearth does not implement.
+ModelConfig read_config(const gguf::GgufFile& file);
+
+// Parses hearth.ffn_activation values: "silu", "relu", "relu2", "gelu".
+FfnActivation parse_ffn_activation(std::string_view name, const std::string& where);
+
+}  // namespace hearth

@@ -1,0 +1,50 @@
+#include "hearth/model.h"
+
+#include "core/error.h"
+#include "model/config.h"
+#include "model/model_impl.h"
+
+namespace hearth {
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  auto impl = std::make_unique<Impl>();
+  impl->file = gguf::GgufFile::open(path);
+  impl->config = read_config(*impl->file);
+  impl->weights = bind_weights(*impl->file, impl->config);
+  impl->tokenizer = text::Tokenizer::from_gguf(*impl->file);
+  if (impl->tokenizer->n_vocab() != impl->config.n_vocab) {
+    fail(path, ": the tokenizer has ", impl->tokenizer->n_vocab(),
+         " tokens but token_embd.weight has ", impl->config.n_vocab, " rows");
+  }
+  return std::shared_ptr<const Model>(new Model(std::move(impl)));
+}
+
+const ModelConfig& Model::config() const { return impl_->config; }
+const std::string& Model::path() const { return impl_->file->path(); }
+uint64_t Model::file_bytes() const { return impl_->file->file_size(); }
+
+uint64_t Model::weight_bytes_per_token() const {
+  const Weights& w = impl_->weights;
+  uint64_t total = w.output.bytes();
+  for (const LayerWeights& l : w.layers) {
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+      if (m->present()) total += m->bytes();
+    }
+  }
+  return total;
+}
+
+std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
+  return impl_->tokenizer->encode(text, add_bos, parse_special);
+}
+std::string Model::token_to_piece(int32_t id) const { return impl_->tokenizer->token_to_piece(id); }
+int32_t Model::bos() const { return impl_->tokenizer->bos(); }
+int32_t Model::eos() const { return impl_->tokenizer->eos(); }
+bool Model::is_eog(int32_t id) const { return impl_->tokenizer->is_eog(id); }
+bool Model::add_bos_default() const { return impl_->tokenizer->add_bos_default(); }
+bool Model::adds_space_prefix() const { return impl_->tokenizer->add_space_prefix(); }
+
+}  // namespace hearth

@@ -1,0 +1,117 @@
+#include "hearth/session.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+#include "model/session_impl.h"
+
+namespace hearth {
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
+  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  ptr_.reset(p);
+}
+void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
+
+namespace {
+
+Activation to_activation(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::Silu: return Activation::Silu;
+    case FfnActivation::Relu: return Activation::Relu;
+    case FfnActivation::Relu2: return Activation::Relu2;
+    case FfnActivation::Gelu: return Activation::Gelu;
+  }
+  return Activation::Silu;
+}
+
+int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
+  if (o.n_ctx < 0) fail("the context size must not be negative (got ", o.n_ctx, ")");
+  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 1 << 20);
+  return static_cast<int32_t>(n);
+}
+
+}  // namespace
+
+Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
+    : model_ref(std::move(m)),
+      model(model_ref->impl()),
+      config(model.config),
+      n_ctx(resolve_ctx(o, config)),
+      n_batch(std::clamp(o.n_batch, 1, n_ctx)),
+      ctx(std::max(1, o.n_threads)),
+      act(to_activation(config.ffn_act)) {
+  const ModelConfig& c = config;
+  attn.n_head = static_cast<int>(c.n_head);
+  attn.n_head_kv = static_cast<int>(c.n_head_kv);
+  attn.head_dim = static_cast<int>(c.head_dim);
+  attn.n_ctx = n_ctx;
+  attn.kv_type = o.kv_type == KvType::F16 ? DType::F16 : DType::F32;
+  RopeParams rp;
+  rp.n_rot = static_cast<int>(c.n_rot);
+  rp.freq_base = c.rope_freq_base;
+  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
+  rope = RopeTable(rp, n_ctx);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    k_cache.emplace_back(kv_cache_bytes(attn));
+    v_cache.emplace_back(kv_cache_bytes(attn));
+  }
+  const size_t b = static_cast<size_t>(n_batch) * sizeof(float);
+  const size_t q_dim = static_cast<size_t>(c.n_head * c.head_dim);
+  x = AlignedBuffer(b * c.n_embd);
+  xn = AlignedBuffer(b * c.n_embd);
+  q = AlignedBuffer(b * q_dim);
+  k = AlignedBuffer(b * c.n_embd_kv());
+  v = AlignedBuffer(b * c.n_embd_kv());
+  att = AlignedBuffer(b * q_dim);
+  gate = AlignedBuffer(b * c.n_ff);
+  up = AlignedBuffer(b * c.n_ff);
+  attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
+  logits.resize(static_cast<size_t>(c.n_vocab));
+}
+
+void Session::Impl::check_tokens(std::span<const int32_t> tokens) const {
+  if (tokens.size() > static_cast<size_t>(n_ctx - n_past)) {
+    fail("cannot evaluate ", tokens.size(), " tokens: the context holds ", n_past, " of ", n_ctx,
+         " tokens");
+  }
+  for (const int32_t t : tokens) {
+    if (t < 0 || t >= config.n_vocab) fail("token id ", t, " is out of range [0, ", config.n_vocab, ")");
+  }
+}
+
+Session::Session(std::shared_ptr<const Model> model, const SessionOptions& options)
+    : impl_(std::make_unique<Impl>(std::move(model), options)) {}
+Session::~Session() = default;
+
+std::span<const float> Session::eval(std::span<const int32_t> tokens) {
+  impl_->check_tokens(tokens);
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(impl_->n_batch)) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(impl_->n_batch));
+    impl_->forward(tokens.data() + i, static_cast<int64_t>(n), nullptr);
+  }
+  return impl_->logits;
+}
+
+void Session::eval_all(std::span<const int32_t> tokens, std::span<float> out) {
+  impl_->check_tokens(tokens);
+  const size_t n_vocab = static_cast<size_t>(impl_->config.n_vocab);
+  if (out.size() < tokens.size() * n_vocab) fail("eval_all: the output holds too few logits");
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(impl_->n_batch)) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(impl_->n_batch));
+    impl_->forward(tokens.data() + i, static_cast<int64_t>(n), out.data() + i * n_vocab);
+  }
+}
+
+int32_t Session::n_past() const { return impl_->n_past; }
+int32_t Session::n_ctx() const { return impl_->n_ctx; }
+int32_t Session::n_threads() const { return impl_->ctx.n_threads(); }
+void Session::reset() { impl_->n_past = 0; }
+const Model& Session::model() const { return *impl_->model_ref; }
+
+}  // namespace hearth

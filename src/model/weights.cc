@@ -1,0 +1,80 @@
+#include "model/weights.h"
+
+#include "core/error.h"
+#include "core/fp16.h"
+
+namespace hearth {
+namespace {
+
+std::string shape_str(int64_t ne0, int64_t ne1) {
+  return ne1 == 1 ? str_cat("[", ne0, "]") : str_cat("[", ne0, ", ", ne1, "]");
+}
+
+// Norm weights are used as f32 directly; other float types are widened once at load.
+const float* bind_vector(const gguf::TensorInfo& t, Weights& w) {
+  const int64_t n = t.ne[0];
+  switch (static_cast<DType>(t.type)) {
+    case DType::F32:
+      return reinterpret_cast<const float*>(t.data);
+    case DType::F16:
+    case DType::BF16: {
+      const bool is_f16 = static_cast<DType>(t.type) == DType::F16;
+      auto& v = w.owned.emplace_back(static_cast<size_t>(n));
+      const auto* src = reinterpret_cast<const uint16_t*>(t.data);
+      for (int64_t i = 0; i < n; ++i) v[i] = is_f16 ? fp16_to_fp32(src[i]) : bf16_to_fp32(src[i]);
+      return v.data();
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
+  // The vocabulary size is whatever the embedding table holds.
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (!embd) fail(file.path(), ": missing tensor 'token_embd.weight'");
+  config.n_vocab = embd->ne[1];
+
+  Weights w;
+  visit_llama_weights(config, w, [&](const WeightSpec& spec) {
+    const gguf::TensorInfo* t = file.find_tensor(spec.name);
+    if (!t) {
+      if (spec.required) fail(file.path(), ": missing tensor '", spec.name, "'");
+      return;
+    }
+    const int64_t ne1 = t->n_dims >= 2 ? t->ne[1] : 1;
+    if (t->ne[0] != spec.ne0 || ne1 != spec.ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+      fail(file.path(), ": tensor '", spec.name, "' has shape ", shape_str(t->ne[0], ne1),
+           ", expected ", shape_str(spec.ne0, spec.ne1));
+    }
+    if (!is_supported_dtype(t->type)) {
+      const auto info = ggml_type_info(t->type);
+      fail(file.path(), ": tensor '", spec.name, "' has type ",
+           info ? std::string(info->name) : std::to_string(t->type),
+           ", which Hearth does not support (supported: f32, f16, bf16, q8_0, q4_0)");
+    }
+    if (spec.vector) {
+      *spec.vector = bind_vector(*t, w);
+      if (!*spec.vector) {
+        fail(file.path(), ": tensor '", spec.name, "' must be f32, f16 or bf16 (it is a norm vector)");
+      }
+      return;
+    }
+    *spec.matrix = Matrix{static_cast<DType>(t->type), t->data, spec.ne1, spec.ne0};
+  });
+
+  config.tied_output = !w.output.present();
+  if (config.tied_output) w.output = w.token_embd;
+  const auto& l0 = w.layers.front();
+  config.ffn_gated = l0.ffn_gate.present();
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    if (w.layers[i].ffn_gate.present() != config.ffn_gated) {
+      fail(file.path(), ": tensor 'blk.", i, ".ffn_gate.weight' is present in some layers only");
+    }
+  }
+  return w;
+}
+
+}  // namespace hearth

@@ -1,0 +1,186 @@
+// AVX2 attention tile: scores for NQ queries (1..4) against the keys they see, softmax, then the
+// weighted sum of V rows, with register blocking so each K/V chunk loaded (and, for F16, widened)
+// once serves every query of the tile.
+//
+// Thread-count independence: how queries are grouped into tiles depends on the thread count, so
+// every query's arithmetic is made independent of the grouping: each dot product accumulates the
+// same 8-wide chunks in the same order and is reduced with the same tree (hsum/hsum8x), each output
+// element accumulates keys in index order, and tails use the same scalar code for every NQ.
+#include "ops/attention_tile.h"
+#include "ops/avx2/ops_avx2.h"
+#include "ops/avx2/simd.h"
+
+namespace hearth::ops_avx2 {
+namespace {
+
+using attention_detail::Tile;
+
+template <bool kF16>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (kF16) {
+    return load_f16x8(static_cast<const uint16_t*>(base) + i);
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  }
+}
+
+template <bool kF16>
+inline float load1(const void* base, int64_t i) {
+  if constexpr (kF16) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
+  } else {
+    return static_cast<const float*>(base)[i];
+  }
+}
+
+// Rows ahead to prefetch when the tile asks for it. Rows of one head are n_head_kv · head_dim
+// elements apart, a stride the hardware prefetchers follow poorly; in decode every row comes from
+// memory (measured: GQA decode 25% faster), in prefill mostly from cache (prefetching costs 10%).
+constexpr int64_t kPrefetchRows = 12;
+
+template <bool kF16>
+inline void prefetch_row(const void* base, int64_t i, int n) {
+  constexpr int kElem = kF16 ? 2 : 4;
+  const char* p = static_cast<const char*>(base) + i * kElem;
+  for (int b = 0; b < n * kElem; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+// Keys per score block: NQ · NK = 8 dot products in flight, enough to hide the FMA latency and
+// exactly one hsum8x.
+template <int NQ>
+constexpr int kKeysPerBlock = NQ == 1 ? 8 : NQ == 2 ? 4 : 2;
+
+// scores[i][j0 + k] = scale · q[i] · K[j0 + k] for i < NQ, k < NK.
+template <int NQ, int NK, bool kF16>
+void score_block(const Tile& t, int64_t j0) {
+  static_assert(NQ * NK <= 8);
+  __m256 acc[8];
+  for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
+  const int hd = t.head_dim;
+  if (t.prefetch && j0 + NK + kPrefetchRows <= t.n_vis[NQ - 1]) {
+    for (int k = 0; k < NK; ++k) prefetch_row<kF16>(t.k, (j0 + k + kPrefetchRows) * t.row_stride, hd);
+  }
+  int d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    __m256 qv[NQ];
+    for (int i = 0; i < NQ; ++i) qv[i] = _mm256_loadu_ps(t.q[i] + d);
+    for (int k = 0; k < NK; ++k) {
+      const __m256 kv = load8<kF16>(t.k, (j0 + k) * t.row_stride + d);
+      for (int i = 0; i < NQ; ++i) acc[i * NK + k] = _mm256_fmadd_ps(qv[i], kv, acc[i * NK + k]);
+    }
+  }
+  alignas(32) float sums[8];
+  _mm256_store_ps(sums, hsum8x(acc));
+  for (; d < hd; ++d) {
+    for (int k = 0; k < NK; ++k) {
+      const float kd = load1<kF16>(t.k, (j0 + k) * t.row_stride + d);
+      for (int i = 0; i < NQ; ++i) sums[i * NK + k] = __builtin_fmaf(t.q[i][d], kd, sums[i * NK + k]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i) {
+    for (int k = 0; k < NK; ++k) t.scores[i][j0 + k] = sums[i * NK + k] * t.scale;
+  }
+}
+
+// s[0 .. n_vis) = e^(s - max s), s[n_vis .. n_kv) = 0; returns 1 / Σ.
+float softmax_row(float* s, int64_t n_vis, int64_t n_kv) {
+  float max = s[0];
+  int64_t j = 0;
+  if (n_vis >= 8) {
+    __m256 m = _mm256_loadu_ps(s);
+    for (j = 8; j + 8 <= n_vis; j += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + j), m);
+    max = hmax(m);
+  }
+  for (; j < n_vis; ++j) max = s[j] > max ? s[j] : max;
+
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 sum = _mm256_setzero_ps();
+  for (j = 0; j + 8 <= n_vis; j += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmax));
+    _mm256_storeu_ps(s + j, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (j < n_vis) {
+    const __m256i mask = tail_mask(static_cast<int>(n_vis - j));
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s + j, mask), vmax)),
+                                   _mm256_castsi256_ps(mask));
+    _mm256_maskstore_ps(s + j, mask, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  for (j = n_vis; j < n_kv; ++j) s[j] = 0.0f;
+  return 1.0f / hsum(sum);
+}
+
+// out[i][d0 .. d0 + 8C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], accumulating keys in index order.
+template <int NQ, int C, bool kF16>
+void value_block(const Tile& t, int64_t n_kv, int d0, const float* inv) {
+  __m256 acc[NQ][C];
+  for (int i = 0; i < NQ; ++i) {
+    for (int c = 0; c < C; ++c) acc[i][c] = _mm256_setzero_ps();
+  }
+  for (int64_t j = 0; j < n_kv; ++j) {
+    if (t.prefetch && j + kPrefetchRows < n_kv) {
+      prefetch_row<kF16>(t.v, (j + kPrefetchRows) * t.row_stride + d0, 8 * C);
+    }
+    __m256 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load8<kF16>(t.v, j * t.row_stride + d0 + 8 * c);
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 p = _mm256_broadcast_ss(t.scores[i] + j);
+      for (int c = 0; c < C; ++c) acc[i][c] = _mm256_fmadd_ps(p, vv[c], acc[i][c]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i) {
+    const __m256 s = _mm256_set1_ps(inv[i]);
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(t.out[i] + d0 + 8 * c, _mm256_mul_ps(acc[i][c], s));
+  }
+}
+
+template <int NQ, bool kF16>
+void tile_kernel(const Tile& t) {
+  const int64_t n_kv = t.n_vis[NQ - 1];
+  constexpr int NK = kKeysPerBlock<NQ>;
+  int64_t j = 0;
+  for (; j + NK <= n_kv; j += NK) score_block<NQ, NK, kF16>(t, j);
+  for (; j < n_kv; ++j) score_block<NQ, 1, kF16>(t, j);
+
+  float inv[NQ];
+  for (int i = 0; i < NQ; ++i) inv[i] = softmax_row(t.scores[i], t.n_vis[i], n_kv);
+
+  // Output chunks of 8·C dims: NQ·C accumulators stay in registers across all keys.
+  constexpr int C = NQ == 1 ? 8 : NQ == 2 ? 4 : 2;
+  const int hd = t.head_dim;
+  int d = 0;
+  for (; d + 8 * C <= hd; d += 8 * C) value_block<NQ, C, kF16>(t, n_kv, d, inv);
+  for (; d + 8 <= hd; d += 8) value_block<NQ, 1, kF16>(t, n_kv, d, inv);
+  for (; d < hd; ++d) {
+    for (int i = 0; i < NQ; ++i) {
+      float acc = 0.0f;
+      for (int64_t jj = 0; jj < n_kv; ++jj) {
+        acc = __builtin_fmaf(t.scores[i][jj], load1<kF16>(t.v, jj * t.row_stride + d), acc);
+      }
+      t.out[i][d] = acc * inv[i];
+    }
+  }
+}
+
+template <bool kF16>
+void tile_dispatch(const Tile& t) {
+  switch (t.n_q) {
+    case 1: return tile_kernel<1, kF16>(t);
+    case 2: return tile_kernel<2, kF16>(t);
+    case 3: return tile_kernel<3, kF16>(t);
+    default: return tile_kernel<4, kF16>(t);
+  }
+}
+
+}  // namespace
+
+void attention_tile(const Tile& t) {
+  if (t.f16) {
+    tile_dispatch<true>(t);
+  } else {
+    tile_dispatch<false>(t);
+  }
+}
+
+}  // namespace hearth::ops_avx2

@@ -1,0 +1,150 @@
+#include "text/bpe.h"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+
+#include "core/error.h"
+#include "text/unicode.h"
+
+namespace hearth::text {
+
+namespace {
+
+struct Symbol {
+  uint32_t start;
+  uint32_t n;
+  int32_t prev;
+  int32_t next;
+};
+
+struct Bigram {
+  int32_t rank;
+  int32_t left;
+  int32_t right;
+  uint32_t size;  // bytes of left + right when queued; a mismatch later means it is stale
+};
+
+// Lowest rank first; on equal ranks the leftmost pair (llama.cpp's order).
+struct LowerPriority {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+BpeEncoder::BpeEncoder(const Vocab& vocab, const std::vector<std::string>& merges,
+                       std::string_view pre, const std::string& source)
+    : vocab_(vocab) {
+  try {
+    pre_ = PreTokenizer::create(pre);
+  } catch (const Error& e) {
+    fail(source, ": ", e.what());
+  }
+  if (merges.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    fail(source, ": tokenizer.ggml.merges has ", merges.size(), " entries");
+  }
+  ranks_.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string& merge = merges[i];
+    // The first part may itself be a lone space in non-byte-level vocabularies, hence from 1.
+    const size_t space = merge.find(' ', 1);
+    if (space == std::string::npos || space + 1 == merge.size()) {
+      fail(source, ": tokenizer.ggml.merges[", i, "] '", merge,
+           "' is not two tokens separated by a space");
+    }
+    ranks_.emplace(merge, static_cast<int32_t>(i));  // a repeated merge keeps its first rank
+  }
+}
+
+int32_t BpeEncoder::rank(std::string_view left, std::string_view right, std::string& key) const {
+  key.assign(left);
+  key.push_back(' ');
+  key.append(right);
+  const auto it = ranks_.find(key);
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+void BpeEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  std::string valid_storage;
+  const std::string_view valid = make_valid_utf8(text, valid_storage);
+  std::vector<std::string_view> words;
+  pre_->split(valid, words);
+
+  std::string mapped;
+  for (const std::string_view word : words) {
+    mapped.clear();
+    for (const char c : word) mapped.append(byte_to_unicode(static_cast<uint8_t>(c)));
+    encode_word(mapped, out);
+  }
+}
+
+void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    fail("cannot tokenize a word of ", word.size(), " bytes");
+  }
+  if (pre_->ignore_merges()) {
+    const int32_t id = vocab_.find(word);
+    if (id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t n = std::min(utf8_len_lenient(static_cast<uint8_t>(word[pos])), word.size() - pos);
+    const auto index = static_cast<int32_t>(symbols.size());
+    symbols.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(n), index - 1,
+                       pos + n == word.size() ? -1 : index + 1});
+    pos += n;
+  }
+
+  std::string key;
+  std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
+  const auto try_add = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const Symbol& l = symbols[left];
+    const Symbol& r = symbols[right];
+    const int32_t found = rank(word.substr(l.start, l.n), word.substr(r.start, r.n), key);
+    if (found < 0) return;
+    queue.push({found, left, right, l.n + r.n});
+  };
+
+  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.left];
+    Symbol& right = symbols[top.right];
+    if (left.n == 0 || right.n == 0 || left.n + right.n != top.size) continue;
+
+    left.n += right.n;
+    right.n = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.left;
+
+    try_add(left.prev, top.left);
+    try_add(top.left, left.next);
+  }
+
+  for (int32_t i = 0; i != -1; i = symbols[i].next) {
+    const std::string_view piece = word.substr(symbols[i].start, symbols[i].n);
+    const int32_t id = vocab_.find(piece);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    // Only a malformed vocabulary gets here (a character without a token, or a merge whose result
+    // is not a token): keep the one-byte tokens it has, as llama.cpp does.
+    for (size_t j = 0; j < piece.size(); ++j) {
+      const int32_t byte_id = vocab_.find(piece.substr(j, 1));
+      if (byte_id >= 0) out.push_back(byte_id);
+    }
+  }
+}
+
+}  // namespace hearth::text

@@ -1,0 +1,52 @@
+// Helpers for the kernel tests: deterministic random data, the ISA check, and both kernel tables.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/dispatch.h"
+#include "core/dtype.h"
+#include "core/quantize.h"
+
+namespace hearth::test {
+
+inline bool cpu_has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+}
+
+#define HEARTH_REQUIRE_AVX2() \
+  if (!::hearth::test::cpu_has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C"
+
+// Normal-ish values with occasional large outliers, like real activations.
+inline std::vector<float> random_floats(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::uniform_int_distribution<int> pick(0, 63);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng) * (pick(rng) == 0 ? 8.0f : 1.0f);
+  return v;
+}
+
+// A [rows, cols] weight matrix in dtype t (ggml layout), made from random floats.
+inline std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto f = random_floats(rows * cols, seed, 0.5f);
+  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(t, cols)));
+  quantize_rows(t, f.data(), w.data(), rows, cols);
+  return w;
+}
+
+inline const DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+// Column counts for a dtype: block multiples for quantized types, and tails for float ones.
+inline std::vector<int64_t> test_cols(DType t) {
+  std::vector<int64_t> cols = {32, 96, 224, 1056};
+  if (dtype_block_size(t) == 1) cols.insert(cols.end(), {1, 5, 13, 100});
+  return cols;
+}
+
+}  // namespace hearth::test

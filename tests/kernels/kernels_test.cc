@@ -1,0 +1,211 @@
+// Every AVX2 kernel against its scalar reference, for every dtype, on odd sizes. Activation
+// quantization and dequantization must match exactly; dot products may differ only by float
+// summation order and FMA rounding, bounded relative to the sum of absolute products.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels/generic/generic_kernels.h"
+#include "core/fp16.h"
+#include "kernel_test_util.h"
+
+namespace hearth {
+namespace {
+
+using cpu::ActFormat;
+using cpu::Kernels;
+using cpu::WeightKernels;
+
+// Activation rows in the format `k` expects, plus per-element magnitudes for error bounds.
+struct Acts {
+  std::vector<uint8_t> data;
+  size_t ld = 0;
+  std::vector<float> value;  // the values the kernels effectively multiply (quantized if Q8)
+};
+
+Acts make_acts(const WeightKernels& k, int64_t n, int64_t cols, uint32_t seed) {
+  Acts a;
+  const auto x = test::random_floats(n * cols, seed);
+  a.ld = cpu::act_row_bytes(k.act, cols);
+  a.data.resize(a.ld * static_cast<size_t>(n));
+  a.value = x;
+  for (int64_t t = 0; t < n; ++t) {
+    if (k.act == ActFormat::F32) {
+      std::memcpy(a.data.data() + t * a.ld, x.data() + t * cols, static_cast<size_t>(cols) * 4);
+      continue;
+    }
+    k.to_act(x.data() + t * cols, a.data.data() + t * a.ld, cols);
+    // Effective values: ggml Q8_0 quantize + dequantize of the same floats.
+    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(DType::Q8_0, cols)));
+    quantize_row(DType::Q8_0, x.data() + t * cols, q.data(), cols);
+    dequantize_row(DType::Q8_0, q.data(), a.value.data() + t * cols, cols);
+  }
+  return a;
+}
+
+// sum |w_i x_i| over a row pair, in double: the scale of the rounding error of any summation.
+double abs_dot(const float* w, const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(static_cast<double>(w[i]) * x[i]);
+  return s;
+}
+
+double tolerance(DType t, int64_t cols, double abs_sum) {
+  // Float types: each of 8 lanes sums cols/8 products. Quantized: integer block sums are
+  // exact, and cols/32 scaled block sums are added in float.
+  const double terms = dtype_block_size(t) == 1 ? cols / 8.0 + 8 : cols / 32.0 + 8;
+  return 2.0 * terms * FLT_EPSILON * abs_sum + 1e-30;
+}
+
+class KernelsTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    HEARTH_REQUIRE_AVX2();
+    fast_ = cpu::select_kernels(cpu::Isa::Avx2);
+    ref_ = cpu::generic::kernels();
+  }
+  Kernels fast_, ref_;
+};
+
+TEST_P(KernelsTest, ActivationQuantizationIsIdentical) {
+  const DType t = GetParam();
+  const WeightKernels& f = fast_.weights(t);
+  const WeightKernels& r = ref_.weights(t);
+  ASSERT_EQ(f.act, r.act);
+  if (f.act == ActFormat::F32) GTEST_SKIP() << "float weights use F32 activations";
+  for (int64_t cols : test::test_cols(t)) {
+    auto x = test::random_floats(cols, static_cast<uint32_t>(cols));
+    // Exact ties and near-ties of the rounding: amax 127 makes the scale 1.
+    if (cols >= 64) {
+      const float special[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 0.49999997f, -0.49999997f,
+                               1.5f, 126.5f, -126.5f, 0.0f, -0.0f};
+      std::memcpy(x.data() + 32, special, sizeof special);
+    }
+    const size_t bytes = cpu::act_row_bytes(f.act, cols);
+    std::vector<uint8_t> a(bytes, 0), b(bytes, 0);
+    f.to_act(x.data(), a.data(), cols);
+    r.to_act(x.data(), b.data(), cols);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << "cols=" << cols;
+    // The planar row holds the same quants and (f16-rounded) scales as ggml's Q8_0 blocks.
+    std::vector<BlockQ8_0> q(static_cast<size_t>(cols / 32));
+    quantize_row(DType::Q8_0, x.data(), q.data(), cols);
+    const auto* d = reinterpret_cast<const float*>(a.data() + cols);
+    for (int64_t blk = 0; blk < cols / 32; ++blk) {
+      ASSERT_EQ(d[blk], fp16_to_fp32(q[blk].d));
+      ASSERT_EQ(std::memcmp(a.data() + blk * 32, q[blk].qs, 32), 0);
+    }
+  }
+}
+
+TEST_P(KernelsTest, ToFloatIsIdentical) {
+  const DType t = GetParam();
+  for (int64_t cols : test::test_cols(t)) {
+    const auto w = test::random_weights(t, 1, cols, 3);
+    std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols)),
+        c(static_cast<size_t>(cols));
+    fast_.weights(t).to_float(w.data(), a.data(), cols);
+    ref_.weights(t).to_float(w.data(), b.data(), cols);
+    dequantize_row(t, w.data(), c.data(), cols);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "cols=" << cols;
+    ASSERT_EQ(std::memcmp(b.data(), c.data(), a.size() * 4), 0) << "cols=" << cols;
+  }
+}
+
+TEST_P(KernelsTest, DotMatchesReference) {
+  const DType t = GetParam();
+  for (int64_t cols : test::test_cols(t)) {
+    const auto w = test::random_weights(t, 1, cols, 17);
+    std::vector<float> wf(static_cast<size_t>(cols));
+    dequantize_row(t, w.data(), wf.data(), cols);
+    const Acts a = make_acts(fast_.weights(t), 1, cols, 23);
+    const float got = fast_.weights(t).dot(cols, w.data(), a.data.data());
+    const float want = ref_.weights(t).dot(cols, w.data(), a.data.data());
+    const double tol = tolerance(t, cols, abs_dot(wf.data(), a.value.data(), cols));
+    EXPECT_NEAR(got, want, tol) << dtype_name(t) << " cols=" << cols;
+  }
+}
+
+TEST_P(KernelsTest, GemmMatchesReferenceAndDoubleSum) {
+  const DType t = GetParam();
+  for (int64_t cols : test::test_cols(t)) {
+    for (int64_t rows : {1, 3, 17, 67}) {
+      for (int64_t n : {1, 2, 5, 13}) {
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        std::vector<float> wf(static_cast<size_t>(rows * cols));
+        dequantize_row(t, w.data(), wf.data(), rows * cols);
+        const Acts a = make_acts(fast_.weights(t), n, cols, static_cast<uint32_t>(n + cols));
+        // Output rows padded (ldy > rows) to catch writes outside the tile.
+        const size_t ldy = static_cast<size_t>(rows + 3);
+        std::vector<float> got(ldy * n, -7.0f), want(ldy * n, -7.0f);
+        fast_.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(), ldy);
+        ref_.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(), ldy);
+        for (int64_t tk = 0; tk < n; ++tk) {
+          for (int64_t r = 0; r < static_cast<int64_t>(ldy); ++r) {
+            const size_t i = tk * ldy + r;
+            if (r >= rows) {
+              ASSERT_EQ(got[i], -7.0f) << "write outside the output";
+              continue;
+            }
+            const float* wr = wf.data() + r * cols;
+            const float* xr = a.value.data() + tk * cols;
+            double exact = 0;
+            for (int64_t c = 0; c < cols; ++c) exact += static_cast<double>(wr[c]) * xr[c];
+            const double tol = tolerance(t, cols, abs_dot(wr, xr, cols));
+            ASSERT_NEAR(got[i], want[i], tol)
+                << dtype_name(t) << " rows=" << rows << " cols=" << cols << " n=" << n;
+            ASSERT_NEAR(got[i], exact, tol)
+                << dtype_name(t) << " rows=" << rows << " cols=" << cols << " n=" << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ScalarKernels, GemmMatchesDoubleSum) {
+  // The reference itself; runs without AVX2 too.
+  const Kernels ref = cpu::generic::kernels();
+  for (DType t : test::kAllTypes) {
+    const int64_t rows = 5, cols = 96, n = 3;
+    const auto w = test::random_weights(t, rows, cols, 99);
+    std::vector<float> wf(static_cast<size_t>(rows * cols));
+    dequantize_row(t, w.data(), wf.data(), rows * cols);
+    const Acts a = make_acts(ref.weights(t), n, cols, 5);
+    std::vector<float> y(static_cast<size_t>(rows * n));
+    ref.weights(t).gemm(cols, w.data(), static_cast<size_t>(row_bytes(t, cols)), rows,
+                        a.data.data(), a.ld, n, y.data(), rows);
+    for (int64_t tk = 0; tk < n; ++tk) {
+      for (int64_t r = 0; r < rows; ++r) {
+        double exact = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          exact += static_cast<double>(wf[r * cols + c]) * a.value[tk * cols + c];
+        }
+        const double tol = tolerance(t, cols, abs_dot(&wf[r * cols], &a.value[tk * cols], cols));
+        EXPECT_NEAR(y[tk * rows + r], exact, tol) << dtype_name(t);
+      }
+    }
+  }
+}
+
+TEST(KernelsFp16Rows, MatchScalar) {
+  HEARTH_REQUIRE_AVX2();
+  const Kernels fast = cpu::select_kernels(cpu::Isa::Avx2);
+  for (int64_t n : {1, 7, 8, 9, 100}) {
+    auto x = test::random_floats(n, 1, 1000.0f);
+    std::vector<uint16_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    fast.fp32_to_fp16_row(x.data(), a.data(), n);
+    cpu::generic::fp32_to_fp16_row(x.data(), b.data(), n);
+    ASSERT_EQ(a, b);
+    std::vector<float> fa(static_cast<size_t>(n)), fb(static_cast<size_t>(n));
+    fast.fp16_to_fp32_row(a.data(), fa.data(), n);
+    cpu::generic::fp16_to_fp32_row(a.data(), fb.data(), n);
+    ASSERT_EQ(std::memcmp(fa.data(), fb.data(), fa.size() * 4), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsTest, ::testing::ValuesIn(test::kAllTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace hearth

@@ -1,0 +1,190 @@
+// matvec/matmul through a CpuContext: against a double-precision reference on dequantized
+// weights, matmul against matvec, and independence from the thread count. Every (row, token)
+// output is computed by the same sequence of operations whatever the tiling or the thread split,
+// so the last two comparisons are exact.
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/context.h"
+#include "core/error.h"
+#include "kernel_test_util.h"
+#include "ops/matmul.h"
+
+namespace hearth {
+namespace {
+
+std::vector<cpu::Isa> isas() {
+  std::vector<cpu::Isa> v = {cpu::Isa::Scalar};
+  if (test::cpu_has_avx2()) v.push_back(cpu::Isa::Avx2);
+  return v;
+}
+
+// Reference y[t, r] in double, with activations rounded the way the kernels see them.
+std::vector<double> reference(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
+                              const std::vector<float>& x, int64_t n, std::vector<double>* abs) {
+  std::vector<float> wf(static_cast<size_t>(rows * cols)), xf = x;
+  dequantize_row(t, w.data(), wf.data(), rows * cols);
+  if (dtype_block_size(t) != 1) {
+    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(DType::Q8_0, cols)));
+    for (int64_t k = 0; k < n; ++k) {
+      quantize_row(DType::Q8_0, x.data() + k * cols, q.data(), cols);
+      dequantize_row(DType::Q8_0, q.data(), xf.data() + k * cols, cols);
+    }
+  }
+  std::vector<double> y(static_cast<size_t>(rows * n));
+  abs->assign(y.size(), 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0, a = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(wf[r * cols + c]) * xf[k * cols + c];
+        s += p;
+        a += std::fabs(p);
+      }
+      y[k * rows + r] = s;
+      (*abs)[k * rows + r] = a;
+    }
+  }
+  return y;
+}
+
+TEST(Matmul, MatvecAndMatmulMatchReference) {
+  for (cpu::Isa isa : isas()) {
+    cpu::CpuContext ctx(2, isa);
+    for (DType t : test::kAllTypes) {
+      for (int64_t cols : test::test_cols(t)) {
+        for (int64_t rows : {1, 3, 17, 67}) {
+          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(rows + cols));
+          for (int64_t n : {1, 2, 5, 13}) {
+            const auto x = test::random_floats(n * cols, static_cast<uint32_t>(n * 31 + cols));
+            std::vector<double> abs;
+            const auto want = reference(t, w, rows, cols, x, n, &abs);
+            std::vector<float> y(static_cast<size_t>(rows * n));
+            matmul(ctx, t, w.data(), rows, cols, x.data(), n, y.data());
+            const double terms = dtype_block_size(t) == 1 ? cols / 8.0 + 8 : cols / 32.0 + 8;
+            for (size_t i = 0; i < y.size(); ++i) {
+              ASSERT_NEAR(y[i], want[i], 2.0 * terms * FLT_EPSILON * abs[i] + 1e-30)
+                  << cpu::isa_name(isa) << " " << dtype_name(t) << " rows=" << rows
+                  << " cols=" << cols << " n=" << n << " i=" << i;
+            }
+            // Each token of matmul is exactly the matvec of that token.
+            std::vector<float> yv(static_cast<size_t>(rows));
+            for (int64_t k = 0; k < n; ++k) {
+              matvec(ctx, t, w.data(), rows, cols, x.data() + k * cols, yv.data());
+              ASSERT_EQ(std::memcmp(yv.data(), y.data() + k * rows, yv.size() * 4), 0)
+                  << cpu::isa_name(isa) << " " << dtype_name(t) << " token " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, ResultsDoNotDependOnThreadCount) {
+  for (cpu::Isa isa : isas()) {
+    for (DType t : test::kAllTypes) {
+      // Big enough that every thread gets rows (the op keeps small products on one thread).
+      const int64_t rows = 301, cols = 1024, n = 9;
+      const auto w = test::random_weights(t, rows, cols, 77);
+      const auto x = test::random_floats(n * cols, 78);
+      std::vector<float> first_v, first_m;
+      for (int nth = 1; nth <= 4; ++nth) {
+        cpu::CpuContext ctx(nth, isa);
+        std::vector<float> yv(static_cast<size_t>(rows)), ym(static_cast<size_t>(rows * n));
+        matvec(ctx, t, w.data(), rows, cols, x.data(), yv.data());
+        matmul(ctx, t, w.data(), rows, cols, x.data(), n, ym.data());
+        if (nth == 1) {
+          first_v = yv;
+          first_m = ym;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(yv.data(), first_v.data(), yv.size() * 4), 0)
+            << cpu::isa_name(isa) << " " << dtype_name(t) << " matvec nth=" << nth;
+        ASSERT_EQ(std::memcmp(ym.data(), first_m.data(), ym.size() * 4), 0)
+            << cpu::isa_name(isa) << " " << dtype_name(t) << " matmul nth=" << nth;
+      }
+    }
+  }
+}
+
+TEST(Matmul, ManyTokensAcrossTokenBlocks) {
+  // More tokens than one L2 token block holds, with few rows (token split) and many (row split).
+  for (cpu::Isa isa : isas()) {
+    cpu::CpuContext ctx(3, isa);
+    for (DType t : {DType::F16, DType::Q4_0}) {
+      for (int64_t rows : {5, 97}) {
+        const int64_t cols = 4096, n = 101;
+        const auto w = test::random_weights(t, rows, cols, 5);
+        const auto x = test::random_floats(n * cols, 6);
+        std::vector<float> y(static_cast<size_t>(rows * n)), yv(static_cast<size_t>(rows));
+        matmul(ctx, t, w.data(), rows, cols, x.data(), n, y.data());
+        for (int64_t k = 0; k < n; k += 7) {
+          matvec(ctx, t, w.data(), rows, cols, x.data() + k * cols, yv.data());
+          ASSERT_EQ(std::memcmp(yv.data(), y.data() + k * rows, yv.size() * 4), 0)
+              << dtype_name(t) << " rows=" << rows << " token " << k;
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, EmptyShapesAndBadColumns) {
+  cpu::CpuContext ctx(2, cpu::Isa::Scalar);
+  float x[64] = {}, y[4] = {1, 2, 3, 4};
+  uint8_t w[256] = {};
+  matvec(ctx, DType::Q4_0, w, 0, 64, x, y);
+  matmul(ctx, DType::F16, w, 2, 32, x, 0, y);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_THROW(matvec(ctx, DType::Q8_0, w, 1, 40, x, y), Error);
+}
+
+TEST(Dispatch, IsaEnvironmentOverride) {
+  const char* old = std::getenv("HEARTH_ISA");
+  const std::string saved = old ? old : "";
+  setenv("HEARTH_ISA", "scalar", 1);
+  EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Scalar);
+  cpu::CpuContext ctx(1);
+  EXPECT_EQ(ctx.isa(), cpu::Isa::Scalar);
+  if (old) {
+    setenv("HEARTH_ISA", saved.c_str(), 1);
+  } else {
+    unsetenv("HEARTH_ISA");
+  }
+  if (test::cpu_has_avx2() && !old) {
+    EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Avx2);
+  }
+  EXPECT_EQ(cpu::isa_name(cpu::Isa::Avx2), "avx2");
+}
+
+TEST(Dispatch, WeightKernelsPerType) {
+  const cpu::Kernels k = cpu::select_kernels(cpu::Isa::Scalar);
+  for (DType t : test::kAllTypes) {
+    const cpu::WeightKernels& wk = k.weights(t);
+    EXPECT_NE(wk.gemm, nullptr);
+    EXPECT_NE(wk.dot, nullptr);
+    EXPECT_NE(wk.to_float, nullptr);
+    EXPECT_EQ(wk.act == cpu::ActFormat::Q8, dtype_block_size(t) == 32);
+    EXPECT_EQ(wk.to_act != nullptr, wk.act == cpu::ActFormat::Q8);
+  }
+  EXPECT_THROW(k.weights(static_cast<DType>(12)), Error);
+  EXPECT_EQ(cpu::act_row_bytes(cpu::ActFormat::Q8, 32) % 32, 0u);
+  EXPECT_GE(cpu::act_row_bytes(cpu::ActFormat::Q8, 96), 96u + 3 * 4);
+}
+
+TEST(Context, ScratchIsAlignedAndGrows) {
+  cpu::CpuContext ctx(1, cpu::Isa::Scalar);
+  void* a = ctx.scratch(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 64, 0u);
+  std::memset(a, 1, 100);
+  void* b = ctx.scratch(50);
+  EXPECT_EQ(a, b);  // no reallocation when it already fits
+  void* c = ctx.scratch(1 << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c) % 64, 0u);
+  std::memset(c, 2, 1 << 20);
+}
+
+}  // namespace
+}  // namespace hearth

@@ -1,0 +1,139 @@
+// GgufFile on a real llama.cpp-written model, and the value conversions and rendering the rest of
+// Hearth relies on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace hearth::gguf {
+namespace {
+
+TEST(GgufReader, ReadsStories260K) {
+  HEARTH_REQUIRE_SHARED(shared);
+  const auto f = GgufFile::open(shared + "/models/stories260K.gguf");
+  EXPECT_EQ(f->version(), 3u);
+  EXPECT_FALSE(f->is_powerinfer());
+  EXPECT_EQ(f->alignment(), 32u);
+  EXPECT_EQ(*f->get_string("general.architecture"), "llama");
+  EXPECT_EQ(*f->get_int("llama.embedding_length"), 64);
+  EXPECT_EQ(*f->get_int("llama.block_count"), 5);
+  EXPECT_EQ(*f->get_int("llama.context_length"), 512);
+  EXPECT_EQ(*f->get_int("llama.feed_forward_length"), 172);
+  EXPECT_NEAR(*f->get_float("llama.attention.layer_norm_rms_epsilon"), 1e-5, 1e-9);
+
+  const auto tokens = f->get_string_array("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens.has_value());
+  EXPECT_EQ(tokens->size(), 512u);
+  EXPECT_EQ(f->get_float_array("tokenizer.ggml.scores")->size(), 512u);
+
+  const TensorInfo* embd = f->find_tensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  EXPECT_EQ(embd->type, 0u);  // f32
+  EXPECT_EQ(embd->n_dims, 2);
+  EXPECT_EQ(embd->ne[0], 64);
+  EXPECT_EQ(embd->ne[1], 512);
+  EXPECT_EQ(embd->nbytes, 64u * 512u * 4u);
+  int blocks = 0;
+  for (const TensorInfo& t : f->tensors()) {
+    if (t.name.ends_with(".attn_q.weight")) ++blocks;
+    EXPECT_NE(t.data, nullptr) << t.name;
+    EXPECT_EQ(t.offset % f->alignment(), 0u) << t.name;
+  }
+  EXPECT_EQ(blocks, 5);
+  EXPECT_NE(f->find_tensor("blk.4.ffn_down.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("blk.5.ffn_down.weight"), nullptr);
+
+  // The file maps read-only and the embedding holds finite numbers.
+  std::vector<float> row(64);
+  std::memcpy(row.data(), embd->data, row.size() * sizeof(float));
+  for (float x : row) EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(GgufReader, OpenBufferMatchesOpen) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  const std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
+  w.add_tensor("w", 0, std::vector<int64_t>{4, 2}, weights.data(), 32);
+  const std::string path = test::temp_dir() + "/buf.gguf";
+  w.write(path);
+  const std::string bytes = test::read_file(path);
+  const std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+
+  const auto a = GgufFile::open(path);
+  const auto b = GgufFile::open_buffer("buffer", copy.data(), copy.size());
+  EXPECT_EQ(b->path(), "buffer");
+  EXPECT_EQ(a->file_size(), b->file_size());
+  EXPECT_EQ(a->metadata().size(), b->metadata().size());
+  ASSERT_EQ(b->tensors().size(), 1u);
+  EXPECT_EQ(b->tensors()[0].offset, a->tensors()[0].offset);
+  EXPECT_EQ(std::memcmp(b->tensors()[0].data, weights.data(), 32), 0);
+  EXPECT_EQ((b->tensors()[0].data - copy.data()) % 32, 0);  // data section starts aligned
+}
+
+TEST(GgufReader, IntegerConversions) {
+  GgufWriter w;
+  w.set_u32("u", 7);
+  w.set_i32("neg", -7);
+  w.set_u64("big", uint64_t{1} << 40);
+  w.set_f32("f", 2.5f);
+  w.set_bool("b", true);
+  const std::vector<int32_t> ints = {3, -4};
+  w.set_i32_array("ints", ints);
+  const std::string path = test::temp_dir() + "/conv.gguf";
+  w.write(path);
+  const auto f = GgufFile::open(path);
+  EXPECT_EQ(*f->get_int("u"), 7);
+  EXPECT_EQ(*f->get_int("neg"), -7);
+  EXPECT_EQ(*f->get_int("big"), int64_t{1} << 40);
+  EXPECT_DOUBLE_EQ(*f->get_float("u"), 7.0);
+  EXPECT_DOUBLE_EQ(*f->get_float("neg"), -7.0);
+  EXPECT_DOUBLE_EQ(*f->get_float("f"), 2.5);
+  EXPECT_THROW(f->get_int("f"), Error);  // no silent truncation of floats
+  EXPECT_THROW(f->get_int("b"), Error);
+  EXPECT_THROW(f->get_bool("u"), Error);
+  EXPECT_EQ(*f->get_float_array("ints"), (std::vector<float>{3.0f, -4.0f}));
+  EXPECT_EQ(*f->get_int_array("ints"), (std::vector<int64_t>{3, -4}));
+  EXPECT_FALSE(f->get_float("absent").has_value());
+  EXPECT_FALSE(f->has("absent"));
+  EXPECT_TRUE(f->has("u"));
+}
+
+TEST(GgufReader, FormatsValues) {
+  GgufWriter w;
+  w.set_string("s", "a \"quoted\"\nline");
+  w.set_u32("u", 42);
+  w.set_i32("i", -3);
+  w.set_f32("f", 0.1f);
+  w.set_bool("b", false);
+  w.set_string_array("sa", {"x", "y"});
+  std::vector<int32_t> many(20);
+  for (int i = 0; i < 20; ++i) many[i] = i;
+  w.set_i32_array("many", many);
+  const std::vector<float> two = {1.5f, -0.25f};
+  w.set_f32_array("two", two);
+  w.set_string("long", std::string(500, 'z'));
+  const std::string path = test::temp_dir() + "/fmt.gguf";
+  w.write(path);
+  const auto f = GgufFile::open(path);
+  auto fmt = [&](const char* key) { return GgufFile::format_value(*f->find(key)); };
+  EXPECT_EQ(fmt("s"), "\"a \\\"quoted\\\"\\nline\"");
+  EXPECT_EQ(fmt("u"), "42");
+  EXPECT_EQ(fmt("i"), "-3");
+  EXPECT_EQ(fmt("f"), "0.1");
+  EXPECT_EQ(fmt("b"), "false");
+  EXPECT_EQ(fmt("sa"), "[\"x\", \"y\"]");
+  EXPECT_EQ(fmt("many"), "[0, 1, 2, 3, 4, 5, 6, 7, ...] (20 i32)");
+  EXPECT_EQ(GgufFile::format_value(*f->find("many"), 2), "[0, 1, ...] (20 i32)");
+  EXPECT_EQ(fmt("two"), "[1.5, -0.25]");
+  EXPECT_NE(fmt("long").find("(500 bytes)"), std::string::npos);
+  EXPECT_LT(fmt("long").size(), 200u);
+  EXPECT_EQ(value_type_name(ValueType::F64), "f64");
+}
+
+}  // namespace
+}  // namespace hearth::gguf

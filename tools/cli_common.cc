@@ -1,0 +1,69 @@
+#include "cli_common.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+
+namespace hearth::cli {
+
+int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  const std::string name = "hearth " + app.get_name();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%s: error: %s (see --help)\n", name.c_str(), e.what());
+    return 1;
+  }
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory\n", name.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
+  }
+  return 1;
+}
+
+void SessionFlags::add_to(CLI::App& app) {
+  app.add_option("-t,--threads", n_threads, "threads to use (default: all hardware threads)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0 = the model's)")
+      ->check(CLI::Range(0, 1 << 24));
+  app.add_option("-b,--batch-size", n_batch, "tokens per forward pass in prompt processing")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
+}
+
+SessionOptions SessionFlags::options() const {
+  SessionOptions o;
+  o.n_threads = n_threads > 0 ? n_threads : default_threads();
+  o.n_ctx = n_ctx;
+  o.n_batch = n_batch;
+  o.kv_type = kv_type == "f32" ? KvType::F32 : KvType::F16;
+  return o;
+}
+
+std::string read_prompt(const std::string& text, const std::string& file) {
+  if (!text.empty() && !file.empty()) fail("give either -p or -f, not both");
+  if (file.empty()) return text;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("cannot read prompt file ", file);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int32_t default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int32_t>(n);
+}
+
+}  // namespace hearth::cli

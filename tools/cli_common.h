@@ -1,0 +1,34 @@
+// Shared plumbing of the subcommands: one error policy (a single clear line on stderr, non-zero
+// exit, never a crash) and flags that several commands accept the same way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "hearth/session.h"
+
+namespace hearth::cli {
+
+// Parses argv with `app`, then runs `body`. CLI11 errors, hearth::Error and std::exception become
+// "hearth <command>: error: ..." and exit code 1; --help prints usage and exits 0.
+int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type
+struct SessionFlags {
+  int32_t n_threads = 0;
+  int32_t n_ctx = 0;
+  int32_t n_batch = 512;
+  std::string kv_type = "f16";
+  void add_to(CLI::App& app);
+  SessionOptions options() const;
+};
+
+// The prompt text of -p TEXT or -f FILE (exactly one may be given; neither means empty).
+std::string read_prompt(const std::string& text, const std::string& file);
+
+// Default thread count: the machine's hardware threads (at least 1).
+int32_t default_threads();
+
+}  // namespace hearth::cli

@@ -1,0 +1,109 @@
+// hearth run: complete a prompt. stdout carries exactly the prompt followed by the generated text;
+// everything else (load info, timings) goes to stderr, so the output can be piped.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+#include "hearth/sampling.h"
+#include "sampling/sampler.h"
+
+namespace hearth::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void write_out(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  CLI::App app("Generate text that continues a prompt", "run");
+  std::string model_path, prompt, prompt_file;
+  int32_t n_predict = 128;
+  int64_t seed = -1;
+  SamplerParams sp;
+  SessionFlags sf;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file");
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the context is full)")
+      ->check(CLI::Range(-1, 1 << 30))->capture_default_str();
+  app.add_option("--temp", sp.temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", sp.top_k, "top-k sampling (0 = off)")->capture_default_str();
+  app.add_option("--top-p", sp.top_p, "top-p sampling (1 = off)")->capture_default_str();
+  app.add_option("--min-p", sp.min_p, "min-p sampling (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  app.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the repetition penalty looks back")->capture_default_str();
+  app.add_option("--seed", seed, "random seed (-1 = random)")->capture_default_str();
+  sf.add_to(app);
+  return run_app(app, argc, argv, [&] {
+    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+    validate(sp);
+    const std::string text = read_prompt(prompt, prompt_file);
+
+    const auto t_load = Clock::now();
+    const auto model = Model::load(model_path);
+    Session session(model, sf.options());
+    const ModelConfig& c = model->config();
+    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads (%.2f s)\n",
+                 model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
+                 (long long)c.n_ff, model->file_bytes() / 1048576.0, session.n_ctx(),
+                 session.n_threads(), seconds_since(t_load));
+
+    std::vector<int32_t> tokens = model->tokenize(text, model->add_bos_default(), true);
+    if (tokens.empty()) fail("the prompt is empty and the model adds no BOS token");
+    if (static_cast<int64_t>(tokens.size()) >= session.n_ctx()) {
+      fail("the prompt is ", tokens.size(), " tokens, which does not fit in the context of ",
+           session.n_ctx(), " tokens (raise -c)");
+    }
+    write_out(text);
+
+    Sampler sampler(sp, static_cast<int32_t>(c.n_vocab));
+    for (const int32_t t : tokens) sampler.accept(t);
+    std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+
+    const auto t_prompt = Clock::now();
+    auto out = session.eval(tokens);
+    const double prompt_s = seconds_since(t_prompt);
+
+    // The first piece after an empty prompt carries the tokenizer's dummy-prefix space.
+    bool strip_space = text.empty() && model->adds_space_prefix();
+    int32_t n_gen = 0;
+    const auto t_gen = Clock::now();
+    while (n_predict < 0 || n_gen < n_predict) {
+      logits.assign(out.begin(), out.end());
+      const int32_t next = sampler.sample(logits);
+      if (model->is_eog(next)) break;
+      sampler.accept(next);
+      ++n_gen;
+      std::string piece = model->token_to_piece(next);
+      if (strip_space && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+      strip_space = strip_space && piece.empty();
+      write_out(piece);
+      if (session.n_past() >= session.n_ctx()) {
+        std::fprintf(stderr, "\nhearth: the context is full (%d tokens)\n", session.n_ctx());
+        break;
+      }
+      out = session.eval({&next, 1});
+    }
+    const double gen_s = seconds_since(t_gen);
+    std::fprintf(stderr, "hearth: prompt %zu tokens in %.3f s (%.2f tokens/s); generated %d tokens in %.3f s (%.2f tokens/s)\n",
+                 tokens.size(), prompt_s, tokens.size() / prompt_s, n_gen, gen_s,
+                 n_gen > 0 ? n_gen / gen_s : 0.0);
+    return 0;
+  });
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,12 @@
+// Entry points of the subcommands; each parses its own flags (argv[0] is the command name).
+#pragma once
+
+namespace hearth::cli {
+
+int cmd_run(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+}  // namespace hearth::cli
