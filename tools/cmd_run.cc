@@ -56,18 +56,18 @@ int cmd_run(int argc, char** argv) {
     const auto t_load = Clock::now();
     const auto model = Model::load(model_path);
     Session session(model, sf.options());
-    const ModelConfig& c = model->config();
-    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads (%.2f s)\n",
-                 model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
-                 (long long)c.n_ff, model->file_bytes() / 1048576.0, session.n_ctx(),
-                 session.n_threads(), seconds_since(t_load));
-
     std::vector<int32_t> tokens = model->tokenize(text, model->add_bos_default(), true);
     if (tokens.empty()) fail("the prompt is empty and the model adds no BOS token");
     if (static_cast<int64_t>(tokens.size()) >= session.n_ctx()) {
       fail("the prompt is ", tokens.size(), " tokens, which does not fit in the context of ",
            session.n_ctx(), " tokens (raise -c)");
     }
+    const ModelConfig& c = model->config();
+    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads (%.2f s)\n",
+                 model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
+                 (long long)c.n_ff, model->file_bytes() / 1048576.0, session.n_ctx(),
+                 session.n_threads(), seconds_since(t_load));
+
     write_out(text);
 
     Sampler sampler(sp, static_cast<int32_t>(c.n_vocab));

@@ -2,23 +2,26 @@
 // nearest even, like F16C's _mm_cvtps_ph with _MM_FROUND_TO_NEAREST_INT and like ggml.
 #pragma once
 
+// The functions are `static` on purpose: files under avx2/ include this header too, and with plain
+// `inline` the linker could keep their AVX-encoded copy for every caller, scalar paths included.
+
 #include <cstdint>
 #include <cstring>
 
 namespace hearth {
 
-inline uint32_t f32_bits(float f) {
+static inline uint32_t f32_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
 }
-inline float f32_from_bits(uint32_t u) {
+static inline float f32_from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
 
-inline float fp16_to_fp32(uint16_t h) {
+static inline float fp16_to_fp32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
@@ -34,7 +37,7 @@ inline float fp16_to_fp32(uint16_t h) {
   return f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-inline uint16_t fp32_to_fp16(float f) {
+static inline uint16_t fp32_to_fp16(float f) {
   const uint32_t x = f32_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
@@ -56,9 +59,9 @@ inline uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16_to_fp32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
+static inline float bf16_to_fp32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
-inline uint16_t fp32_to_bf16(float f) {
+static inline uint16_t fp32_to_bf16(float f) {
   const uint32_t x = f32_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet nan
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);  // nearest even

@@ -128,7 +128,9 @@ class GgufWriter {
   void add_tensor(const std::string& name, uint32_t ggml_type, std::span<const int64_t> ne,
                   const void* data, uint64_t nbytes);
 
-  void set_alignment(uint64_t alignment);  // default 32; written as general.alignment if not 32
+  // Default 32; written as general.alignment if not 32. Setting general.alignment as a u32 (by
+  // set_u32 or copy_value) comes here too; any other type for that key is an error.
+  void set_alignment(uint64_t alignment);
   // "GGUF" by default; "PWRI" writes a PowerInfer-flagged file.
   void set_magic_powerinfer(bool on) { powerinfer_ = on; }
 

@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <unordered_set>
 
@@ -94,8 +95,9 @@ class GgufParser {
     n_kv_ = read<uint64_t>("metadata key count");
     // Lower bounds on the encoded size of one entry turn absurd counts into an error before any
     // memory is reserved for them.
-    constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;         // key length, key, type, u8 value
-    constexpr uint64_t kMinTensorBytes = 8 + 1 + 4 + 8 + 4 + 8;  // name, n_dims, ne[0], type, offset
+    constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;  // key length, key, type, u8 value
+    // name length, name, n_dims, ne[0], type, offset
+    constexpr uint64_t kMinTensorBytes = 8 + 1 + 4 + 8 + 4 + 8;
     const uint64_t left = size_ - pos_;
     if (n_kv_ > left / kMinKvBytes) {
       error("metadata key count ", n_kv_, " cannot fit in the ", left, " bytes left in the file");

@@ -62,8 +62,7 @@ void activate(cpu::Isa isa, Activation act, const float* x, int64_t n, float* y)
     case Activation::Relu:
       // Plain loops: the compiler vectorises these with the base ISA, and they are memory bound.
       return map(x, n, y, relu_ref);
-    case Activation::Relu2:
-      return map(x, n, y, relu2_ref);
+    case Activation::Relu2: return map(x, n, y, relu2_ref);
     case Activation::Gelu:
       if (simd) return ops_avx2::gelu(x, n, y);
       return map(x, n, y, gelu_ref);
@@ -76,10 +75,8 @@ void glu(cpu::Isa isa, Activation act, const float* gate, const float* up, int64
     case Activation::Silu:
       if (simd) return ops_avx2::swiglu(gate, up, n, out);
       return map_glu(gate, up, n, out, silu_ref);
-    case Activation::Relu:
-      return map_glu(gate, up, n, out, relu_ref);
-    case Activation::Relu2:
-      return map_glu(gate, up, n, out, relu2_ref);
+    case Activation::Relu: return map_glu(gate, up, n, out, relu_ref);
+    case Activation::Relu2: return map_glu(gate, up, n, out, relu2_ref);
     case Activation::Gelu:
       if (simd) return ops_avx2::geglu(gate, up, n, out);
       return map_glu(gate, up, n, out, gelu_ref);
@@ -100,7 +97,7 @@ void glu(cpu::CpuContext& ctx, Activation act, const float* gate, const float* u
 }
 
 void vec_exp(cpu::Isa isa, const float* x, int64_t n, float* y) {
-  if (ops_avx2::enabled(isa)) return ops_avx2::exp(x, n, y);
+  if (ops_avx2::enabled(isa)) return ops_avx2::vec_exp(x, n, y);
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 

@@ -21,10 +21,13 @@ constexpr int64_t kScoreAlign = 16;  // floats
 // Batches of fewer query tokens than this prefetch K/V rows ahead of use.
 constexpr int64_t kPrefetchMaxTokens = 8;
 
-int64_t score_row_floats(int64_t n_ctx) { return (n_ctx + kScoreAlign - 1) / kScoreAlign * kScoreAlign; }
+int64_t score_row_floats(int64_t n_ctx) {
+  return (n_ctx + kScoreAlign - 1) / kScoreAlign * kScoreAlign;
+}
 
 float cache_elem(const void* base, bool f16, int64_t i) {
-  return f16 ? fp16_to_fp32(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+  return f16 ? fp16_to_fp32(static_cast<const uint16_t*>(base)[i])
+             : static_cast<const float*>(base)[i];
 }
 
 // Scalar reference kernel: each query on its own, plain float loops in index order.
@@ -88,7 +91,8 @@ void kv_store(cpu::Isa isa, const AttentionParams& p, const float* src, int64_t 
 }
 
 size_t attention_workspace_bytes(const AttentionParams& p, int n_threads) {
-  return static_cast<size_t>(n_threads) * kMaxTileQueries * score_row_floats(p.n_ctx) * sizeof(float);
+  return static_cast<size_t>(n_threads) * kMaxTileQueries * score_row_floats(p.n_ctx) *
+         sizeof(float);
 }
 
 void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, const void* k_cache,
@@ -125,7 +129,8 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
   // latest-tokens-first, so that the cheap tiles fill the gaps at the end.
   std::atomic<int64_t> next{0};
   ctx.pool().run([&](int ith, int nth) {
-    float* scores = static_cast<float*>(workspace) + static_cast<int64_t>(ith) * kMaxTileQueries * score_floats;
+    float* scores =
+        static_cast<float*>(workspace) + static_cast<int64_t>(ith) * kMaxTileQueries * score_floats;
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
       if (item >= n_items) break;

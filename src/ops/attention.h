@@ -24,11 +24,11 @@ namespace hearth {
 
 struct AttentionParams {
   int n_head = 0;
-  int n_head_kv = 0;            // divides n_head
+  int n_head_kv = 0;  // divides n_head
   int head_dim = 0;
-  int64_t n_ctx = 0;            // positions each cache holds
-  DType kv_type = DType::F32;   // F32 or F16
-  float scale = 0.0f;           // 0 means 1 / sqrt(head_dim)
+  int64_t n_ctx = 0;           // positions each cache holds
+  DType kv_type = DType::F32;  // F32 or F16
+  float scale = 0.0f;          // 0 means 1 / sqrt(head_dim)
 };
 
 // Bytes of one cache (K or V): n_ctx · n_head_kv · head_dim elements of kv_type.

@@ -10,18 +10,18 @@ namespace hearth::attention_detail {
 inline constexpr int kMaxTileQueries = 4;
 
 struct Tile {
-  int n_q = 0;                              // queries in this tile, 1..kMaxTileQueries
-  const float* q[kMaxTileQueries] = {};     // [head_dim] each
-  float* out[kMaxTileQueries] = {};         // [head_dim] each
-  int64_t n_vis[kMaxTileQueries] = {};      // keys query i sees (0 .. n_vis-1); nondecreasing in i
-  float* scores[kMaxTileQueries] = {};      // workspace, [n_vis[n_q - 1]] each
-  const void* k = nullptr;                  // element (pos j, dim d) at k[j * row_stride + d]
-  const void* v = nullptr;                  // same layout as k
-  int64_t row_stride = 0;                   // n_head_kv * head_dim
+  int n_q = 0;                           // queries in this tile, 1..kMaxTileQueries
+  const float* q[kMaxTileQueries] = {};  // [head_dim] each
+  float* out[kMaxTileQueries] = {};      // [head_dim] each
+  int64_t n_vis[kMaxTileQueries] = {};   // keys query i sees (0 .. n_vis-1); nondecreasing in i
+  float* scores[kMaxTileQueries] = {};   // workspace, [n_vis[n_q - 1]] each
+  const void* k = nullptr;               // element (pos j, dim d) at k[j * row_stride + d]
+  const void* v = nullptr;               // same layout as k
+  int64_t row_stride = 0;                // n_head_kv * head_dim
   int head_dim = 0;
   float scale = 0.0f;
-  bool f16 = false;                         // cache elements are F16 (else F32)
-  bool prefetch = false;                    // K/V rows are likely not in cache (few query tokens)
+  bool f16 = false;       // cache elements are F16 (else F32)
+  bool prefetch = false;  // K/V rows are likely not in cache (few query tokens)
 };
 
 }  // namespace hearth::attention_detail

@@ -222,10 +222,12 @@ int32_t Sampler::keep_top_p(const float* logits, int32_t n, bool sorted, double 
 }
 
 int32_t Sampler::draw(const float* logits, int32_t n, float max_logit) {
-  const float inv_temp = 1.0f / params_.temp;
+  // Divide rather than multiply by 1 / temp: a tiny temp makes the reciprocal infinite and the
+  // top token's 0 * inf a NaN, while 0 / temp stays 0.
+  const float temp = params_.temp;
   double total = 0.0;
   for (int32_t i = 0; i < n; ++i) {
-    weights_[i] = std::exp((logits[ids_[i]] - max_logit) * inv_temp);
+    weights_[i] = std::exp((logits[ids_[i]] - max_logit) / temp);
     total += weights_[i];
   }
   const double target = next_uniform() * total;

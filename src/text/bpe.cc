@@ -34,31 +34,33 @@ struct LowerPriority {
 
 }  // namespace
 
-BpeEncoder::BpeEncoder(const Vocab& vocab, const std::vector<std::string>& merges,
-                       std::string_view pre, const std::string& source)
-    : vocab_(vocab) {
+BpeEncoder::BpeEncoder(const Vocab& vocab, std::vector<std::string> merges, std::string_view pre,
+                       const std::string& source)
+    : vocab_(vocab), merges_(std::move(merges)) {
   try {
     pre_ = PreTokenizer::create(pre);
   } catch (const Error& e) {
     fail(source, ": ", e.what());
   }
-  if (merges.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    fail(source, ": tokenizer.ggml.merges has ", merges.size(), " entries");
+  if (merges_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    fail(source, ": tokenizer.ggml.merges has ", merges_.size(), " entries");
   }
-  ranks_.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string& merge = merges[i];
+  ranks_.reserve(merges_.size());
+  for (size_t i = 0; i < merges_.size(); ++i) {
+    const std::string& merge = merges_[i];
     // The first part may itself be a lone space in non-byte-level vocabularies, hence from 1.
     const size_t space = merge.find(' ', 1);
     if (space == std::string::npos || space + 1 == merge.size()) {
       fail(source, ": tokenizer.ggml.merges[", i, "] '", merge,
            "' is not two tokens separated by a space");
     }
+    max_merge_len_ = std::max(max_merge_len_, merge.size());
     ranks_.emplace(merge, static_cast<int32_t>(i));  // a repeated merge keeps its first rank
   }
 }
 
 int32_t BpeEncoder::rank(std::string_view left, std::string_view right, std::string& key) const {
+  if (left.size() + 1 + right.size() > max_merge_len_) return -1;
   key.assign(left);
   key.push_back(' ');
   key.append(right);

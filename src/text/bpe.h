@@ -18,8 +18,10 @@ class BpeEncoder {
  public:
   // `merges` are "left right" strings, highest priority first. Error naming the pre-tokenizer or
   // the malformed merge (`source` prefixes messages).
-  BpeEncoder(const Vocab& vocab, const std::vector<std::string>& merges, std::string_view pre,
+  BpeEncoder(const Vocab& vocab, std::vector<std::string> merges, std::string_view pre,
              const std::string& source);
+  BpeEncoder(const BpeEncoder&) = delete;
+  BpeEncoder& operator=(const BpeEncoder&) = delete;
 
   // Appends the ids of raw `text` (any bytes: malformed UTF-8 becomes U+FFFD first, as in
   // llama.cpp, since the regexes work on code points).
@@ -32,7 +34,9 @@ class BpeEncoder {
 
   const Vocab& vocab_;
   std::unique_ptr<PreTokenizer> pre_;
-  std::unordered_map<std::string, int32_t> ranks_;  // "left right" -> rank
+  std::vector<std::string> merges_;
+  std::unordered_map<std::string_view, int32_t> ranks_;  // views into merges_ -> rank
+  size_t max_merge_len_ = 0;
 };
 
 }  // namespace hearth::text

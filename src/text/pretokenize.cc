@@ -45,12 +45,15 @@ struct Alias {
   const Family* family;
 };
 
-// "default" is what files converted before tokenizer.ggml.pre existed mean; they are GPT-2 style.
+// "default" (and an absent key) get GPT-2's pattern. llama.cpp splits such files with a sequence of
+// regexes of its own instead, so there, and only there, ids may differ from llama.cpp's.
+// clang-format off
 constexpr Alias kAliases[] = {
     {"default", &kGpt2},   {"gpt-2", &kGpt2},  {"phi-2", &kGpt2},
     {"llama3", &kLlama3},  {"llama-v3", &kLlama3},  {"llama-bpe", &kLlama3},
     {"qwen2", &kQwen2},
 };
+// clang-format on
 
 struct CodeDeleter {
   void operator()(pcre2_code* code) const { pcre2_code_free(code); }
@@ -101,10 +104,11 @@ struct PreTokenizer::Impl {
     size_t emitted = 0;
     size_t search = 0;
     while (search < piece.size()) {
-      int rc = PCRE2_ERROR_JIT_STACKLIMIT;
-      if (regex.jit) rc = pcre2_jit_match(regex.code.get(), subject, piece.size(), search, 0, match, nullptr);
+      int rc = regex.jit ? pcre2_jit_match(regex.code.get(), subject, piece.size(), search, 0,
+                                           match, nullptr)
+                         : PCRE2_ERROR_JIT_BADOPTION;
       // The JIT's stack is small and fixed; the interpreter keeps its backtracking on the heap.
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+      if (!regex.jit || rc == PCRE2_ERROR_JIT_STACKLIMIT) {
         rc = pcre2_match(regex.code.get(), subject, piece.size(), search, PCRE2_NO_UTF_CHECK, match,
                          nullptr);
       }
@@ -154,7 +158,8 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& p
     const MatchDataPtr match(pcre2_match_data_create_from_pattern(regex.code.get(), nullptr));
     if (!match) fail("pre-tokenizer: out of memory for match data");
     next.clear();
-    for (const std::string_view piece : current) impl_->split_piece(regex, match.get(), piece, next);
+    for (const std::string_view piece : current)
+      impl_->split_piece(regex, match.get(), piece, next);
     current.swap(next);
   }
   pieces.insert(pieces.end(), current.begin(), current.end());

@@ -9,7 +9,8 @@ SpecialTokenSplitter::SpecialTokenSplitter(const Vocab& vocab) : vocab_(vocab) {
     if (vocab.text[id].empty()) continue;  // would match everywhere
     const TokenType type = vocab.type[id];
     if (type == TokenType::UserDefined) user_defined_.push_back(id);
-    if (type == TokenType::UserDefined || type == TokenType::Control || type == TokenType::Unknown) {
+    if (type == TokenType::UserDefined || type == TokenType::Control ||
+        type == TokenType::Unknown) {
       all_special_.push_back(id);
     }
   }

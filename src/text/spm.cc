@@ -69,6 +69,7 @@ void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const 
   const auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     const uint32_t size = symbols[left].n + symbols[right].n;
+    if (size > vocab_.max_text_len) return;  // spares hashing long runs that cannot be tokens
     const int32_t id = vocab_.find(text.substr(symbols[left].start, size));
     if (id < 0) return;
     queue.push({vocab_.score[id], left, right, size});

@@ -1,5 +1,6 @@
 #include "text/tokenizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,12 +14,17 @@ namespace hearth::text {
 
 namespace {
 
+// DeepSeek's "<｜end▁of▁sentence｜>", with full-width bars and U+2581 for the spaces.
+constexpr std::string_view kDeepSeekEndOfSentence = "<\uFF5Cend\u2581of\u2581sentence\uFF5C>";
+
 // Tokens that end generation although no key names them; converters rarely record EOT/EOM ids.
 // Same list as llama.cpp, which also forces these tokens to be control tokens.
+// clang-format off
 constexpr std::string_view kEndOfGenerationTexts[] = {
     "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-    "<EOT>",      "_<EOT>",     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+    "<EOT>", "_<EOT>", kDeepSeekEndOfSentence,
 };
+// clang-format on
 
 // Which of them is the end-of-turn token when tokenizer.ggml.eot_token_id is absent, by priority.
 constexpr std::string_view kEndOfTurnTexts[] = {
@@ -32,6 +38,30 @@ void check_special_id(const std::string& source, std::string_view key, int32_t i
   if (id < -1 || id >= n) {
     fail(source, ": ", key, " ", id, " is out of range (the vocabulary has ", n, " tokens)");
   }
+}
+
+// What a token prints as; see token_to_piece.
+std::string piece_for(const std::string& text, TokenType type, bool spm) {
+  switch (type) {
+    case TokenType::Normal:
+      if (spm) return spm_unescape(text);
+      {
+        std::string bytes;
+        append_byte_level_decoded(text, bytes);
+        return bytes;
+      }
+    case TokenType::UserDefined:
+      return spm ? spm_unescape(text) : text;
+    case TokenType::Byte:
+      return std::string(1, static_cast<char>(parse_byte_token(text)));
+    case TokenType::Unknown:
+      return spm ? std::string(kSpmUnknownPiece) : std::string();
+    case TokenType::Undefined:
+    case TokenType::Control:
+    case TokenType::Unused:
+      break;
+  }
+  return {};
 }
 
 }  // namespace
@@ -61,19 +91,22 @@ Tokenizer::Tokenizer(TokenizerData data)
 
   vocab_.text = std::move(data.tokens);
   vocab_.score = data.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(data.scores);
-  vocab_.type = data.types.empty() ? std::vector<TokenType>(n, TokenType::Normal) : std::move(data.types);
+  vocab_.type =
+      data.types.empty() ? std::vector<TokenType>(n, TokenType::Normal) : std::move(data.types);
   vocab_.index.reserve(n);
   for (int32_t id = 0; id < n_tokens; ++id) {
     const std::string& text = vocab_.text[id];
     if (std::isnan(vocab_.score[id])) fail(src, ": tokenizer.ggml.scores[", id, "] is NaN");
     const auto type = static_cast<int32_t>(vocab_.type[id]);
     if (type < 0 || type > kMaxTokenType) {
-      fail(src, ": tokenizer.ggml.token_type[", id, "] is ", type, " (expected 0..", kMaxTokenType, ")");
+      fail(src, ": tokenizer.ggml.token_type[", id, "] is ", type, " (expected 0..", kMaxTokenType,
+           ")");
     }
     if (vocab_.type[id] == TokenType::Byte && parse_byte_token(text) < 0) {
       fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' has type byte but is not <0xXX>");
     }
     if (text.empty()) continue;  // nothing can match it; llama.cpp renames such tokens
+    vocab_.max_text_len = std::max(vocab_.max_text_len, text.size());
     const auto [it, inserted] = vocab_.index.emplace(text, id);
     if (!inserted) {
       fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' repeats token ", it->second);
@@ -113,39 +146,17 @@ Tokenizer::Tokenizer(TokenizerData data)
     if (id >= 0) eog_[id] = true;
   }
 
-  pieces_.resize(n);
+  pieces_.reserve(n);
   for (int32_t id = 0; id < n_tokens; ++id) {
-    const std::string& text = vocab_.text[id];
-    switch (vocab_.type[id]) {
-      case TokenType::Normal:
-        if (spm) {
-          pieces_[id] = spm_unescape(text);
-        } else {
-          append_byte_level_decoded(text, pieces_[id]);
-        }
-        break;
-      case TokenType::UserDefined:
-        pieces_[id] = spm ? spm_unescape(text) : text;
-        break;
-      case TokenType::Byte:
-        pieces_[id] = std::string(1, static_cast<char>(parse_byte_token(text)));
-        break;
-      case TokenType::Unknown:
-        if (spm) pieces_[id] = kSpmUnknownPiece;
-        break;
-      case TokenType::Undefined:
-      case TokenType::Control:
-      case TokenType::Unused:
-        break;
-    }
+    pieces_.push_back(piece_for(vocab_.text[id], vocab_.type[id], spm));
   }
 
   splitter_ = std::make_unique<SpecialTokenSplitter>(vocab_);
   if (spm) {
     spm_ = std::make_unique<SpmEncoder>(vocab_, unk_id_);
   } else {
-    bpe_ = std::make_unique<BpeEncoder>(vocab_, data.merges, data.pre.empty() ? "default" : data.pre,
-                                        source_);
+    bpe_ = std::make_unique<BpeEncoder>(vocab_, std::move(data.merges),
+                                        data.pre.empty() ? "default" : data.pre, source_);
   }
 }
 
@@ -171,7 +182,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   return out;
 }
 
-void Tokenizer::encode_spm(const std::vector<Fragment>& fragments, std::vector<int32_t>& out) const {
+void Tokenizer::encode_spm(const std::vector<Fragment>& fragments,
+                           std::vector<int32_t>& out) const {
   // The dummy prefix goes at the start of the text and after each special token, so that a word
   // there is spelled like a word after a space, as SentencePiece's training data had it.
   bool after_special = true;
@@ -192,7 +204,8 @@ void Tokenizer::encode_spm(const std::vector<Fragment>& fragments, std::vector<i
 
 void Tokenizer::check_id(int32_t id) const {
   if (id < 0 || id >= n_vocab()) {
-    fail(source_, ": token id ", id, " is out of range (the vocabulary has ", n_vocab(), " tokens)");
+    fail(source_, ": token id ", id, " is out of range (the vocabulary has ", n_vocab(),
+         " tokens)");
   }
 }
 

@@ -27,12 +27,12 @@ struct Fragment;
 // Everything a tokenizer is made of, as plain data: from_gguf fills it from the tokenizer.ggml.*
 // keys, tests build it by hand. Field comments name the GGUF key.
 struct TokenizerData {
-  std::string source;              // names the origin (a file path) in error messages
-  std::string model;               // tokenizer.ggml.model: "llama" or "gpt2"
-  std::string pre;                 // tokenizer.ggml.pre; gpt2 only, empty means "default"
+  std::string source;               // names the origin (a file path) in error messages
+  std::string model;                // tokenizer.ggml.model: "llama" or "gpt2"
+  std::string pre;                  // tokenizer.ggml.pre; gpt2 only, empty means "default"
   std::vector<std::string> tokens;  // tokenizer.ggml.tokens
   std::vector<float> scores;        // tokenizer.ggml.scores: empty (all 0) or one per token
-  std::vector<TokenType> types;     // tokenizer.ggml.token_type: empty (all normal) or one per token
+  std::vector<TokenType> types;     // tokenizer.ggml.token_type: empty (all normal) or per token
   std::vector<std::string> merges;  // tokenizer.ggml.merges: "left right", gpt2 only
   // tokenizer.ggml.<name>_token_id; -1 when the vocabulary has none.
   int32_t bos_id = -1;
@@ -42,7 +42,8 @@ struct TokenizerData {
   int32_t eot_id = -1;  // end of turn
   int32_t eom_id = -1;  // end of message (Llama 3.1 tool calls)
   // tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix; nullopt: the model's default
-  // (SentencePiece: true, false, true; BPE: false, false, false).
+  // (SentencePiece: true, false, true; BPE: false, false, false). BPE ignores add_space_prefix, as
+  // llama.cpp's BPE encoder does.
   std::optional<bool> add_bos;
   std::optional<bool> add_eos;
   std::optional<bool> add_space_prefix;
@@ -76,8 +77,9 @@ class Tokenizer {
 
   // The pieces concatenated. Like llama.cpp's detokenizer, when the vocabulary adds a dummy prefix
   // the first token loses one leading space; a leading BOS takes that role (its piece is empty), so
-  // decode(encode(x, true, ...)) keeps the prefix space and decode(encode(x, false, ...)) == x.
-  // No clean-up of spaces before punctuation is done. Error when an id is out of range.
+  // decode(encode(x, true, ...)) keeps the prefix space and decode(encode(x, false, false)) == x
+  // for well-formed UTF-8 x. No clean-up of spaces before punctuation is done (llama.cpp does it
+  // for some BPE vocabularies). Error when an id is out of range.
   std::string decode(std::span<const int32_t> ids) const;
 
   int32_t n_vocab() const { return vocab_.size(); }

@@ -94,16 +94,25 @@ std::string_view make_valid_utf8(std::string_view text, std::string& storage) {
 
 uint32_t utf8_next(std::string_view text, size_t& pos) {
   const size_t n = utf8_valid_len(text, pos);
-  const auto at = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(text[pos + i])); };
+  const auto at = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(text[pos + i]));
+  };
   uint32_t cp = kReplacement;
   switch (n) {
-    case 1: cp = at(0); break;
-    case 2: cp = ((at(0) & 0x1F) << 6) | (at(1) & 0x3F); break;
-    case 3: cp = ((at(0) & 0x0F) << 12) | ((at(1) & 0x3F) << 6) | (at(2) & 0x3F); break;
+    case 1:
+      cp = at(0);
+      break;
+    case 2:
+      cp = ((at(0) & 0x1F) << 6) | (at(1) & 0x3F);
+      break;
+    case 3:
+      cp = ((at(0) & 0x0F) << 12) | ((at(1) & 0x3F) << 6) | (at(2) & 0x3F);
+      break;
     case 4:
       cp = ((at(0) & 0x07) << 18) | ((at(1) & 0x3F) << 12) | ((at(2) & 0x3F) << 6) | (at(3) & 0x3F);
       break;
-    default: break;
+    default:
+      break;
   }
   pos += n == 0 ? 1 : n;
   return cp;

@@ -28,6 +28,7 @@ struct Vocab {
   std::vector<float> score;
   std::vector<TokenType> type;
   std::unordered_map<std::string_view, int32_t> index;
+  size_t max_text_len = 0;  // longest token text, in bytes
 
   Vocab() = default;
   Vocab(const Vocab&) = delete;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
 #include "kernel_test_util.h"
@@ -86,13 +87,25 @@ TEST_P(KernelsTest, ActivationQuantizationIsIdentical) {
     f.to_act(x.data(), a.data(), cols);
     r.to_act(x.data(), b.data(), cols);
     ASSERT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << "cols=" << cols;
-    // The planar row holds the same quants and (f16-rounded) scales as ggml's Q8_0 blocks.
+    // The row holds the same quants and (f16-rounded) scales as ggml's Q8_0 blocks, and the
+    // padding blocks of the last group are zero.
     std::vector<BlockQ8_0> q(static_cast<size_t>(cols / 32));
     quantize_row(DType::Q8_0, x.data(), q.data(), cols);
-    const auto* d = reinterpret_cast<const float*>(a.data() + cols);
-    for (int64_t blk = 0; blk < cols / 32; ++blk) {
-      ASSERT_EQ(d[blk], fp16_to_fp32(q[blk].d));
-      ASSERT_EQ(std::memcmp(a.data() + blk * 32, q[blk].qs, 32), 0);
+    const int64_t padded_blocks = (cols / 32 + 7) / 8 * 8;
+    for (int64_t blk = 0; blk < padded_blocks; ++blk) {
+      const bool real = blk < cols / 32;
+      float d;
+      int32_t sum;
+      std::memcpy(&d, a.data() + cpu::act_scale_offset(blk), 4);
+      std::memcpy(&sum, a.data() + cpu::act_sum_offset(blk), 4);
+      ASSERT_EQ(d, real ? fp16_to_fp32(q[blk].d) : 0.0f) << "block " << blk;
+      int32_t want_sum = 0;
+      for (int64_t j = 0; j < 32; ++j) {
+        const auto got = static_cast<int8_t>(a[cpu::act_quant_offset(blk, j)]);
+        ASSERT_EQ(got, real ? q[blk].qs[j] : 0) << "block " << blk << " quant " << j;
+        want_sum += got;
+      }
+      ASSERT_EQ(sum, want_sum) << "block " << blk;
     }
   }
 }

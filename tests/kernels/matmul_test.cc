@@ -171,7 +171,7 @@ TEST(Dispatch, WeightKernelsPerType) {
   }
   EXPECT_THROW(k.weights(static_cast<DType>(12)), Error);
   EXPECT_EQ(cpu::act_row_bytes(cpu::ActFormat::Q8, 32) % 32, 0u);
-  EXPECT_GE(cpu::act_row_bytes(cpu::ActFormat::Q8, 96), 96u + 3 * 4);
+  EXPECT_GE(cpu::act_row_bytes(cpu::ActFormat::Q8, 96), 96u + 3 * 8);
 }
 
 TEST(Context, ScratchIsAlignedAndGrows) {

@@ -63,8 +63,9 @@ TEST(OpsActivation, ExpRelativeErrorBelow3e7) {
 
 TEST(OpsActivation, ExpSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> x = {-inf, -1000.0f, -88.0f, 89.0f, 1000.0f, inf,
-                                std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f};
+  const std::vector<float> x = {
+      -inf, -1000.0f, -88.0f, 89.0f, 1000.0f, inf, std::numeric_limits<float>::quiet_NaN(),
+      0.0f, -0.0f};
   for (Isa isa : isas()) {
     std::vector<float> y(x.size());
     vec_exp(isa, x.data(), static_cast<int64_t>(x.size()), y.data());
@@ -107,7 +108,8 @@ TEST(OpsActivation, SiluAvx2MatchesScalarClosely) {
   silu(Isa::Avx2, x.data(), 100000, b.data());
   double worst = 0.0;
   for (size_t i = 0; i < x.size(); ++i) {
-    if (a[i] != 0.0f) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / std::fabs(a[i]));
+    if (a[i] != 0.0f)
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]) / std::fabs(a[i]));
   }
   EXPECT_LT(worst, 5e-7);
 }

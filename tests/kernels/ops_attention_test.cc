@@ -45,7 +45,8 @@ struct AlignedBuffer {
 // A KV cache filled for positions [0, n_filled) and poisoned with NaN beyond, so that reading a
 // position a query must not see shows up in the output.
 struct Cache {
-  Cache(const AttentionParams& p, int64_t n_filled, uint32_t seed) : k(kv_cache_bytes(p)), v(kv_cache_bytes(p)) {
+  Cache(const AttentionParams& p, int64_t n_filled, uint32_t seed)
+      : k(kv_cache_bytes(p)), v(kv_cache_bytes(p)) {
     const int64_t row = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
     const auto kf = random_vec(p.n_ctx * row, seed, -1.5f, 1.5f);
     const auto vf = random_vec(p.n_ctx * row, seed + 1, -1.0f, 1.0f);
@@ -167,7 +168,8 @@ TEST(OpsAttention, PrefillEqualsTokenByTokenDecode) {
     std::vector<float> batch(static_cast<size_t>(n_tokens * row)), single(batch.size());
     attention(ctx, p, q.data(), cache.k.ptr, cache.v.ptr, 0, n_tokens, batch.data(), ws.ptr);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      attention(ctx, p, q.data() + t * row, cache.k.ptr, cache.v.ptr, t, 1, single.data() + t * row, ws.ptr);
+      attention(ctx, p, q.data() + t * row, cache.k.ptr, cache.v.ptr, t, 1, single.data() + t * row,
+                ws.ptr);
     }
     EXPECT_EQ(batch, single) << cpu::isa_name(isa);
   }

@@ -36,7 +36,8 @@ std::vector<float> random_vec(int64_t n, uint32_t seed, float lo = -3.0f, float 
 }
 
 // ggml_compute_forward_rms_norm_f32 followed by ggml_mul, written out sequentially.
-std::vector<float> rms_norm_ggml(const std::vector<float>& x, const std::vector<float>& w, float eps) {
+std::vector<float> rms_norm_ggml(const std::vector<float>& x, const std::vector<float>& w,
+                                 float eps) {
   const int64_t n = static_cast<int64_t>(x.size());
   double sum = 0.0;
   for (float v : x) sum += static_cast<double>(v * v);
@@ -73,7 +74,8 @@ TEST(OpsNorm, RmsNormMatchesDoubleReference) {
       // Without a weight, and in place.
       std::vector<float> z = x;
       rms_norm(isa, z.data(), nullptr, 1e-6f, n, z.data());
-      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(z[i], x[i] * scale, 1e-6 * std::fabs(x[i] * scale));
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(z[i], x[i] * scale, 1e-6 * std::fabs(x[i] * scale));
     }
   }
 }
@@ -105,11 +107,13 @@ TEST(OpsNorm, LayerNormMatchesDoubleReference) {
       for (int64_t i = 0; i < n; ++i) {
         const double ref = (x[i] - mean) * scale * w[i] + b[i];
         // x - mean is rounded to float: absolute error relative to the row's scale.
-        EXPECT_NEAR(y[i], ref, 2e-6 * (std::fabs(w[i]) * 4.0 * scale + std::fabs(ref))) << n << " @" << i;
+        EXPECT_NEAR(y[i], ref, 2e-6 * (std::fabs(w[i]) * 4.0 * scale + std::fabs(ref)))
+            << n << " @" << i;
       }
       std::vector<float> z = x;
       layer_norm(isa, z.data(), nullptr, nullptr, 1e-5f, n, z.data());
-      for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(z[i], (x[i] - mean) * scale, 2e-6 * (4.0 * scale + 1.0));
+      for (int64_t i = 0; i < n; ++i)
+        EXPECT_NEAR(z[i], (x[i] - mean) * scale, 2e-6 * (4.0 * scale + 1.0));
     }
   }
 }

@@ -29,8 +29,9 @@ std::vector<double> rope_naive(const std::vector<float>& x, int n_head, int head
   float theta_f = static_cast<float>(pos);
   for (int i = 0; i < half; ++i) {
     const double theta =
-        ggml_theta ? static_cast<double>(p.freq_scale * theta_f)
-                   : p.freq_scale * pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
+        ggml_theta
+            ? static_cast<double>(p.freq_scale * theta_f)
+            : p.freq_scale * pos * std::pow(static_cast<double>(p.freq_base), -2.0 * i / p.n_rot);
     theta_f *= theta_scale;
     const double c = std::cos(theta), s = std::sin(theta);
     for (int h = 0; h < n_head; ++h) {
@@ -51,11 +52,11 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {8, 8, 8, RopeStyle::Normal, 10000.0f, 1.0f},     // stories260K
+    {8, 8, 8, RopeStyle::Normal, 10000.0f, 1.0f},  // stories260K
     {4, 64, 64, RopeStyle::Normal, 10000.0f, 1.0f},
     {3, 128, 128, RopeStyle::Neox, 1000000.0f, 1.0f},
-    {2, 64, 32, RopeStyle::Normal, 10000.0f, 1.0f},   // partial rotation
-    {2, 80, 32, RopeStyle::Neox, 10000.0f, 0.25f},    // partial, linear scaling
+    {2, 64, 32, RopeStyle::Normal, 10000.0f, 1.0f},  // partial rotation
+    {2, 80, 32, RopeStyle::Neox, 10000.0f, 0.25f},   // partial, linear scaling
     {1, 6, 2, RopeStyle::Neox, 500.0f, 1.0f},
 };
 
@@ -63,13 +64,16 @@ TEST(OpsRope, MatchesNaiveRotation) {
   for (const Case& c : kCases) {
     const RopeParams p{c.n_rot, c.base, c.scale, c.style};
     for (int64_t pos : {0, 1, 17, 511, 4095, 100000}) {
-      const auto x = random_vec(static_cast<int64_t>(c.n_head) * c.head_dim, static_cast<uint32_t>(pos));
+      const auto x =
+          random_vec(static_cast<int64_t>(c.n_head) * c.head_dim, static_cast<uint32_t>(pos));
       std::vector<float> y = x;
       rope(p, y.data(), 1, c.n_head, c.head_dim, pos);
       // Same theta as ggml: only cosf/sinf and the float rotation round (a few 1e-7 of |x|).
       const auto ref = rope_naive(x, c.n_head, c.head_dim, p, pos, true);
-      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-6 * 4.0) << c.head_dim << " pos " << pos << " @" << i;
-      // Against exact angles the float theta drifts by ~pos · n_rot · 6e-8 rad; check small positions.
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_NEAR(y[i], ref[i], 1e-6 * 4.0) << c.head_dim << " pos " << pos << " @" << i;
+      // Against exact angles the float theta drifts by ~pos · n_rot · 6e-8 rad; check small
+      // positions.
       if (pos <= 17) {
         const auto exact = rope_naive(x, c.n_head, c.head_dim, p, pos, false);
         for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], exact[i], 1e-4) << pos;
@@ -100,7 +104,8 @@ TEST(OpsRope, BatchAndTableMatchPerToken) {
     const auto x = random_vec(n_tokens * row, 2);
 
     std::vector<float> per_token = x;
-    for (int64_t t = 0; t < n_tokens; ++t) rope(p, per_token.data() + t * row, 1, c.n_head, c.head_dim, pos0 + t);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      rope(p, per_token.data() + t * row, 1, c.n_head, c.head_dim, pos0 + t);
 
     std::vector<float> batch = x;
     rope(p, batch.data(), n_tokens, c.n_head, c.head_dim, pos0);

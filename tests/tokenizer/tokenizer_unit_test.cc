@@ -29,17 +29,25 @@ std::string from_readable(std::string s, bool spm) {
   return out;
 }
 
+// The inverse of from_readable, for comparing token texts.
+std::string to_readable(std::string_view text, bool spm) {
+  const std::string_view space = spm ? kSpmSpace : byte_to_unicode(' ');
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.substr(pos, space.size()) == space) {
+      out.push_back(spm ? '_' : '~');
+      pos += space.size();
+    } else {
+      out.push_back(text[pos++]);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> texts(const Tokenizer& tok, const std::vector<int32_t>& ids) {
   std::vector<std::string> out;
-  for (const int32_t id : ids) {
-    std::string text = tok.token_text(id);
-    const bool spm = tok.model() == "llama";
-    for (size_t at; (at = text.find(spm ? std::string(kSpmSpace) : std::string(byte_to_unicode(' ')))) !=
-                    std::string::npos;) {
-      text.replace(at, spm ? kSpmSpace.size() : 2, spm ? "_" : "~");
-    }
-    out.push_back(text);
-  }
+  for (const int32_t id : ids)
+    out.push_back(to_readable(tok.token_text(id), tok.model() == "llama"));
   return out;
 }
 
@@ -76,7 +84,8 @@ TokenizerData spm_data(const std::vector<std::pair<std::string, float>>& pieces,
       add_token(d, hex, 0, TokenType::Byte);
     }
   }
-  for (const auto& [text, score] : pieces) add_token(d, from_readable(text, true), score, TokenType::Normal);
+  for (const auto& [text, score] : pieces)
+    add_token(d, from_readable(text, true), score, TokenType::Normal);
   d.unk_id = 0;
   d.bos_id = 1;
   d.eos_id = 2;
@@ -84,8 +93,8 @@ TokenizerData spm_data(const std::vector<std::pair<std::string, float>>& pieces,
 }
 
 // The 256 byte-level characters in byte order, then `extra` tokens ('~' for the mapped space).
-TokenizerData bpe_data(const std::vector<std::string>& merges, const std::vector<std::string>& extra,
-                       const std::string& pre = "gpt-2") {
+TokenizerData bpe_data(const std::vector<std::string>& merges,
+                       const std::vector<std::string>& extra, const std::string& pre = "gpt-2") {
   TokenizerData d;
   d.source = "tiny-bpe";
   d.model = "gpt2";
@@ -100,13 +109,17 @@ TokenizerData bpe_data(const std::vector<std::string>& merges, const std::vector
 
 TEST(TokenizerSpm, MergesHighestScoreFirst) {
   // "bc" outscores "ab" and "_a", so it merges first and "abc" follows from it.
-  Tokenizer tok(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -5}, {"bc", -1.5f},
-                          {"_a", -6}, {"abc", -0.5f}}));
+  // clang-format off
+  Tokenizer tok(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -5},
+                          {"bc", -1.5f}, {"_a", -6}, {"abc", -0.5f}}));
+  // clang-format on
   EXPECT_EQ(texts(tok, tok.encode("abc", false, false)), (Texts{"_", "abc"}));
 
   // Now "_a" is best: once taken, "abc" can no longer form.
-  Tokenizer tok2(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -5}, {"bc", -1.5f},
-                           {"_a", -0.1f}, {"abc", -0.5f}}));
+  // clang-format off
+  Tokenizer tok2(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -5},
+                           {"bc", -1.5f}, {"_a", -0.1f}, {"abc", -0.5f}}));
+  // clang-format on
   EXPECT_EQ(texts(tok2, tok2.encode("abc", false, false)), (Texts{"_a", "bc"}));
 }
 
@@ -138,7 +151,8 @@ TEST(TokenizerSpm, ByteFallback) {
 
   // Without byte tokens, unknown bytes become <unk>, which prints as U+2585.
   Tokenizer no_bytes(spm_data({{"_", -1}, {"a", -2}}, false));
-  EXPECT_EQ(texts(no_bytes, no_bytes.encode("\xC3\xA9", false, false)), (Texts{"_", "<unk>", "<unk>"}));
+  EXPECT_EQ(texts(no_bytes, no_bytes.encode("\xC3\xA9", false, false)),
+            (Texts{"_", "<unk>", "<unk>"}));
   EXPECT_EQ(no_bytes.token_to_piece(0), "\xE2\x96\x85");
 }
 
@@ -162,7 +176,7 @@ TEST(TokenizerSpm, SpecialTokens) {
 
 TEST(TokenizerSpm, PiecesAndDecode) {
   Tokenizer tok(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"_ab", -1}, {"ab", -1}}));
-  EXPECT_EQ(tok.token_to_piece(1), "");     // <s>
+  EXPECT_EQ(tok.token_to_piece(1), "");         // <s>
   EXPECT_EQ(tok.token_to_piece(3 + 'A'), "A");  // <0x41>
   EXPECT_EQ(tok.token_to_piece(tok.encode("ab", false, false)[0]), " ab");
   // The first token's dummy-prefix space goes; a leading BOS keeps it, as in llama.cpp.
@@ -194,7 +208,8 @@ TEST(TokenizerBpe, WordsAndDecode) {
                          {"he", "ll", "hell", "hello", "~w", "or", "~wor", "ld", "~world"}));
   EXPECT_EQ(texts(tok, tok.encode("hello world", false, false)), (Texts{"hello", "~world"}));
   // Merges never cross the pre-tokenizer's word boundaries.
-  EXPECT_EQ(texts(tok, tok.encode("hello,world", false, false)), (Texts{"hello", ",", "w", "or", "ld"}));
+  EXPECT_EQ(texts(tok, tok.encode("hello,world", false, false)),
+            (Texts{"hello", ",", "w", "or", "ld"}));
   EXPECT_EQ(tok.token_to_piece(' '), " ");  // token 0x20 is U+0120, GPT-2's stand-in for a space
   EXPECT_EQ(tok.token_to_piece('!'), "!");
   EXPECT_EQ(tok.token_to_piece(tok.encode(" ", false, false)[0]), " ");
@@ -264,7 +279,8 @@ TEST(TokenizerBadData, Rejected) {
       Tokenizer tok(std::move(d));
     };
   };
-  expect_error(build([](TokenizerData& d) { d.model = "bert"; }), "tiny-spm: tokenizer.ggml.model 'bert'");
+  expect_error(build([](TokenizerData& d) { d.model = std::string_view("bert"); }),
+               "tiny-spm: tokenizer.ggml.model 'bert'");
   expect_error(build([](TokenizerData& d) { d.tokens.clear(); }), "tokenizer.ggml.tokens is empty");
   expect_error(build([](TokenizerData& d) { d.scores.pop_back(); }), "tokenizer.ggml.scores has");
   expect_error(build([](TokenizerData& d) { d.types.push_back(TokenType::Normal); }),
@@ -272,10 +288,13 @@ TEST(TokenizerBadData, Rejected) {
   expect_error(build([](TokenizerData& d) { d.types[5] = static_cast<TokenType>(9); }),
                "tokenizer.ggml.token_type[5] is 9");
   expect_error(build([](TokenizerData& d) { d.scores[4] = std::nanf(""); }), "scores[4] is NaN");
-  expect_error(build([](TokenizerData& d) { d.tokens[259] = "a"; }), "tokens[260] 'a' repeats token 259");
-  expect_error(build([](TokenizerData& d) { d.bos_id = 100000; }), "tokenizer.ggml.bos_token_id 100000");
+  expect_error(build([](TokenizerData& d) { d.tokens[259] = std::string_view("a"); }),
+               "tokens[260] 'a' repeats token 259");
+  expect_error(build([](TokenizerData& d) { d.bos_id = 100000; }),
+               "tokenizer.ggml.bos_token_id 100000");
   expect_error(build([](TokenizerData& d) { d.eos_id = -2; }), "tokenizer.ggml.eos_token_id");
-  expect_error(build([](TokenizerData& d) { d.tokens[3] = "<0xZZ>"; }), "has type byte");
+  expect_error(build([](TokenizerData& d) { d.tokens[3] = std::string_view("<0xZZ>"); }),
+               "has type byte");
 
   const auto build_bpe = [](std::vector<std::string> merges, std::string pre) {
     return [=] { Tokenizer tok(bpe_data(merges, {"ab"}, pre)); };
@@ -288,7 +307,8 @@ TEST(TokenizerBadData, Rejected) {
 // --- from_gguf ---
 
 // A tiny SentencePiece vocabulary written as GGUF; `edit` changes the writer before writing.
-std::string write_vocab(const std::string& name, const std::function<void(gguf::GgufWriter&)>& edit) {
+std::string write_vocab(const std::string& name,
+                        const std::function<void(gguf::GgufWriter&)>& edit) {
   gguf::GgufWriter w;
   w.set_string("general.architecture", "llama");
   w.set_string("tokenizer.ggml.model", "llama");
@@ -337,21 +357,30 @@ TEST(TokenizerGguf, BadFilesNameFileAndKey) {
     expect_error([&] { load(path); }, name + ".gguf");
   };
   // Overwriting a key is done by setting it again; the writer keeps the last value.
-  expect_load_error("no_model", [](gguf::GgufWriter& w) { w.set_string("tokenizer.ggml.model", ""); },
-                    "tokenizer.ggml.model ''");
-  expect_load_error("wrong_type", [](gguf::GgufWriter& w) {
-    const float f[] = {1.0f};
-    w.set_f32_array("tokenizer.ggml.tokens", f);
-  }, "tokenizer.ggml.tokens");
-  expect_load_error("bad_bos", [](gguf::GgufWriter& w) { w.set_u32("tokenizer.ggml.bos_token_id", 5000); },
-                    "tokenizer.ggml.bos_token_id 5000");
-  expect_load_error("bad_type", [](gguf::GgufWriter& w) {
-    std::vector<int32_t> types(262, 1);
-    types[7] = 42;
-    w.set_i32_array("tokenizer.ggml.token_type", types);
-  }, "tokenizer.ggml.token_type[7] is 42");
-  expect_load_error("no_merges", [](gguf::GgufWriter& w) { w.set_string("tokenizer.ggml.model", "gpt2"); },
-                    "tokenizer.ggml.merges is missing");
+  expect_load_error(
+      "no_model", [](gguf::GgufWriter& w) { w.set_string("tokenizer.ggml.model", ""); },
+      "tokenizer.ggml.model ''");
+  expect_load_error(
+      "wrong_type",
+      [](gguf::GgufWriter& w) {
+        const float f[] = {1.0f};
+        w.set_f32_array("tokenizer.ggml.tokens", f);
+      },
+      "tokenizer.ggml.tokens");
+  expect_load_error(
+      "bad_bos", [](gguf::GgufWriter& w) { w.set_u32("tokenizer.ggml.bos_token_id", 5000); },
+      "tokenizer.ggml.bos_token_id 5000");
+  expect_load_error(
+      "bad_type",
+      [](gguf::GgufWriter& w) {
+        std::vector<int32_t> types(262, 1);
+        types[7] = 42;
+        w.set_i32_array("tokenizer.ggml.token_type", types);
+      },
+      "tokenizer.ggml.token_type[7] is 42");
+  expect_load_error(
+      "no_merges", [](gguf::GgufWriter& w) { w.set_string("tokenizer.ggml.model", "gpt2"); },
+      "tokenizer.ggml.merges is missing");
 
   gguf::GgufWriter bare;
   bare.set_string("general.architecture", "llama");

@@ -94,7 +94,8 @@ TEST(GgufBadInput, MissingAndEmptyFiles) {
     GgufFile::open(dir + "/model.gguf");
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot open " + dir + "/model.gguf: No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              "cannot open " + dir + "/model.gguf: No such file or directory");
   }
   test::write_file(dir + "/empty.gguf", "");
   try {

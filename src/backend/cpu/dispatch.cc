@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/error.h"
@@ -44,10 +45,8 @@ size_t act_row_bytes(ActFormat f, int64_t n) {
   switch (f) {
     case ActFormat::F32:
       return un * sizeof(float);
-    case ActFormat::Q8: {
-      const size_t bytes = un + un / kQK * sizeof(float);
-      return (bytes + 31) / 32 * 32;
-    }
+    case ActFormat::Q8:
+      return static_cast<size_t>(act_q8_row_bytes(n));
   }
   return 0;
 }

@@ -19,9 +19,9 @@ std::string_view isa_name(Isa isa);
 
 // The form activations take before a dot product with weight rows. Float weights (F32, F16,
 // BF16) multiply F32 activations directly. Quantized weights multiply activations quantized once
-// per call with ggml's Q8_0 rounding, stored planar so that the kernels load aligned vectors:
-//   [ qs: n int8 ][ d: n/32 float scales ]      (row size: act_row_bytes(Q8, n), 32-byte aligned)
-// Scalar and AVX2 kernels produce bit-identical activation rows.
+// per call with ggml's Q8_0 rounding (same integers and f16 scales as ggml's Q8_0 blocks), stored
+// in a kernel-friendly interleaved layout described in kernels/act_layout.h. Scalar and AVX2
+// kernels produce bit-identical activation rows.
 enum class ActFormat { F32, Q8 };
 
 // Bytes of one activation row of n elements (a multiple of 32 bytes so rows stay aligned).

@@ -11,7 +11,8 @@ namespace {
 inline __m256 gelu_ps(__m256 x) {
   const __m256 x2 = _mm256_mul_ps(x, x);
   const __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x2, _mm256_set1_ps(1.0f));
-  const __m256 u = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x), inner);
+  const __m256 u =
+      _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.79788456080286535587989211986876f), x), inner);
   const __m256 e = exp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), u));
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
@@ -43,7 +44,7 @@ void map_glu(const float* gate, const float* up, int64_t n, float* out, F f) {
 
 void silu(const float* x, int64_t n, float* y) { map(x, n, y, silu_ps); }
 void gelu(const float* x, int64_t n, float* y) { map(x, n, y, gelu_ps); }
-void exp(const float* x, int64_t n, float* y) { map(x, n, y, exp_ps); }
+void vec_exp(const float* x, int64_t n, float* y) { map(x, n, y, exp_ps); }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   map_glu(gate, up, n, out, silu_ps);

@@ -48,7 +48,9 @@ inline void prefetch_row(const void* base, int64_t i, int n) {
 // Keys per score block: NQ · NK = 8 dot products in flight, enough to hide the FMA latency and
 // exactly one hsum8x.
 template <int NQ>
-constexpr int kKeysPerBlock = NQ == 1 ? 8 : NQ == 2 ? 4 : 2;
+constexpr int kKeysPerBlock = NQ == 1   ? 8
+                              : NQ == 2 ? 4
+                                        : 2;
 
 // scores[i][j0 + k] = scale · q[i] · K[j0 + k] for i < NQ, k < NK.
 template <int NQ, int NK, bool kF16>
@@ -58,7 +60,8 @@ void score_block(const Tile& t, int64_t j0) {
   for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
   const int hd = t.head_dim;
   if (t.prefetch && j0 + NK + kPrefetchRows <= t.n_vis[NQ - 1]) {
-    for (int k = 0; k < NK; ++k) prefetch_row<kF16>(t.k, (j0 + k + kPrefetchRows) * t.row_stride, hd);
+    for (int k = 0; k < NK; ++k)
+      prefetch_row<kF16>(t.k, (j0 + k + kPrefetchRows) * t.row_stride, hd);
   }
   int d = 0;
   for (; d + 8 <= hd; d += 8) {
@@ -74,7 +77,8 @@ void score_block(const Tile& t, int64_t j0) {
   for (; d < hd; ++d) {
     for (int k = 0; k < NK; ++k) {
       const float kd = load1<kF16>(t.k, (j0 + k) * t.row_stride + d);
-      for (int i = 0; i < NQ; ++i) sums[i * NK + k] = __builtin_fmaf(t.q[i][d], kd, sums[i * NK + k]);
+      for (int i = 0; i < NQ; ++i)
+        sums[i * NK + k] = __builtin_fmaf(t.q[i][d], kd, sums[i * NK + k]);
     }
   }
   for (int i = 0; i < NQ; ++i) {
@@ -131,7 +135,8 @@ void value_block(const Tile& t, int64_t n_kv, int d0, const float* inv) {
   }
   for (int i = 0; i < NQ; ++i) {
     const __m256 s = _mm256_set1_ps(inv[i]);
-    for (int c = 0; c < C; ++c) _mm256_storeu_ps(t.out[i] + d0 + 8 * c, _mm256_mul_ps(acc[i][c], s));
+    for (int c = 0; c < C; ++c)
+      _mm256_storeu_ps(t.out[i] + d0 + 8 * c, _mm256_mul_ps(acc[i][c], s));
   }
 }
 

@@ -22,7 +22,7 @@ double exp_sum_store(const float* x, float max, float* y, int64_t n);  // y = e^
 void f32_to_f16(const float* x, uint16_t* y, int64_t n);
 
 // norm_avx2.cc
-double sum_squares(const float* x, int64_t n);        // Σ (double)(x·x)
+double sum_squares(const float* x, int64_t n);  // Σ (double)(x·x)
 void scale_mul(const float* x, float s, const float* w, int64_t n, float* y);  // (x·s)·w
 
 // activation_avx2.cc: y may alias x or gate.
@@ -30,6 +30,6 @@ void silu(const float* x, int64_t n, float* y);
 void gelu(const float* x, int64_t n, float* y);
 void swiglu(const float* gate, const float* up, int64_t n, float* y);
 void geglu(const float* gate, const float* up, int64_t n, float* y);
-void exp(const float* x, int64_t n, float* y);
+void vec_exp(const float* x, int64_t n, float* y);
 
 }  // namespace hearth::ops_avx2

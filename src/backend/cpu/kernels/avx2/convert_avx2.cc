@@ -3,6 +3,7 @@
 // changes which integers the dot products see.
 #include <cstring>
 
+#include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "core/dtype.h"
 #include "backend/cpu/kernels/avx2/avx2_util.h"  // last: it switches on AVX2 code generation
@@ -36,9 +37,12 @@ inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
 }  // namespace
 
 void quantize_act_q8(const float* x, void* y, int64_t n) {
-  auto* qs = static_cast<int8_t*>(y);
-  auto* d = reinterpret_cast<float*>(qs + n);
-  for (int64_t b = 0; b < n / kQK; ++b) {
+  auto* row = static_cast<uint8_t*>(y);
+  const int64_t nb = n / kQK;
+  // Padding blocks of the last group must read as zero quants with zero scale.
+  const int64_t tail_begin = nb / kActGroupBlocks * kActGroupBytes;
+  std::memset(row + tail_begin, 0, static_cast<size_t>(act_q8_row_bytes(n) - tail_begin));
+  for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK;
     __m256 v[4];
     for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xb + 8 * j);
@@ -50,12 +54,22 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     const float amax = _mm_cvtss_f32(m4);
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-    d[b] = half_to_float(float_to_half(scale));
+    const float d = half_to_float(float_to_half(scale));
     const __m256 vinv = _mm256_set1_ps(inv);
     __m256i q[4];
     for (int j = 0; j < 4; ++j) q[j] = round_half_away(_mm256_mul_ps(v[j], vinv));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + b * kQK),
-                        pack_i32x32_to_i8(q[0], q[1], q[2], q[3]));
+    const __m256i packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 0)),
+                     _mm256_castsi256_si128(packed));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 16)),
+                     _mm256_extracti128_si256(packed, 1));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    const int32_t sum = _mm_cvtsi128_si32(s4);
+    std::memcpy(row + act_scale_offset(b), &d, sizeof d);
+    std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
 #include "core/quantize.h"
@@ -9,9 +10,13 @@
 namespace hearth::cpu::generic {
 
 void quantize_act_q8(const float* x, void* y, int64_t n) {
-  auto* qs = static_cast<int8_t*>(y);
-  auto* d = reinterpret_cast<float*>(qs + n);
-  for (int64_t b = 0; b < n / kQK; ++b) {
+  auto* row = static_cast<uint8_t*>(y);
+  const int64_t nb = n / kQK;
+  // Padding blocks of the last group must read as zero quants with zero scale.
+  const int64_t padded = act_q8_row_bytes(n);
+  const int64_t tail_begin = nb / kActGroupBlocks * kActGroupBytes;
+  std::memset(row + tail_begin, 0, static_cast<size_t>(padded - tail_begin));
+  for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * kQK;
     float amax = 0.0f;
     for (int64_t j = 0; j < kQK; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
@@ -19,8 +24,15 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     // stored scale is rounded through f16.
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-    d[b] = fp16_to_fp32(fp32_to_fp16(scale));
-    for (int64_t j = 0; j < kQK; ++j) qs[b * kQK + j] = static_cast<int8_t>(std::round(xb[j] * inv));
+    const float d = fp16_to_fp32(fp32_to_fp16(scale));
+    int32_t sum = 0;
+    for (int64_t j = 0; j < kQK; ++j) {
+      const auto q = static_cast<int8_t>(std::round(xb[j] * inv));
+      row[act_quant_offset(b, j)] = static_cast<uint8_t>(q);
+      sum += q;
+    }
+    std::memcpy(row + act_scale_offset(b), &d, sizeof d);
+    std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
   }
 }
 

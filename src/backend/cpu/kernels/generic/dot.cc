@@ -1,6 +1,8 @@
 // Scalar dot products and the reference tile kernel (a plain loop of dot products).
 #include <cstdint>
+#include <cstring>
 
+#include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
 
@@ -21,6 +23,14 @@ struct LoadBf16 {
   }
 };
 
+// Adds the lanes pairwise (l0 + l4, ...), as a vector horizontal sum does.
+float reduce_lanes(float* lanes) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  }
+  return lanes[0];
+}
+
 // Lane j sums the products at i = j (mod kLanes), then the lanes are added pairwise, mirroring
 // the vector kernels' accumulator layout.
 template <typename Load>
@@ -32,18 +42,21 @@ float dot_float(int64_t n, const void* w, const void* x) {
     for (int j = 0; j < kLanes; ++j) lanes[j] += Load::at(w, i + j) * xf[i + j];
   }
   for (int j = 0; i < n; ++i, ++j) lanes[j] += Load::at(w, i) * xf[i];
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  }
-  return lanes[0];
+  return reduce_lanes(lanes);
 }
 
-// Planar Q8 activation row: n quants then n/32 float scales.
+// Reads a Q8 activation row (kernels/act_layout.h) block by block.
 struct ActQ8 {
-  const int8_t* qs;
-  const float* d;
-  ActQ8(const void* x, int64_t n)
-      : qs(static_cast<const int8_t*>(x)), d(reinterpret_cast<const float*>(qs + n)) {}
+  const uint8_t* row;
+  explicit ActQ8(const void* x) : row(static_cast<const uint8_t*>(x)) {}
+  int32_t q(int64_t b, int64_t j) const {
+    return static_cast<int8_t>(row[act_quant_offset(b, j)]);
+  }
+  float d(int64_t b) const {
+    float v;
+    std::memcpy(&v, row + act_scale_offset(b), sizeof v);
+    return v;
+  }
 };
 
 void gemm_loop(float (*dot)(int64_t, const void*, const void*), int64_t n, const void* w,
@@ -65,30 +78,29 @@ float dot_bf16(int64_t n, const void* w, const void* x) { return dot_float<LoadB
 
 float dot_q8_0(int64_t n, const void* w, const void* x) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);
-  const ActQ8 a(x, n);
-  float sum = 0.0f;
+  const ActQ8 a(x);
+  float lanes[kLanes] = {};
   for (int64_t b = 0; b < n / kQK; ++b) {
     int32_t isum = 0;
-    for (int64_t j = 0; j < kQK; ++j) isum += wb[b].qs[j] * a.qs[b * kQK + j];
-    sum += fp16_to_fp32(wb[b].d) * a.d[b] * static_cast<float>(isum);
+    for (int64_t j = 0; j < kQK; ++j) isum += wb[b].qs[j] * a.q(b, j);
+    lanes[act_lane(b % kActGroupBlocks)] += fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
   }
-  return sum;
+  return reduce_lanes(lanes);
 }
 
 float dot_q4_0(int64_t n, const void* w, const void* x) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);
-  const ActQ8 a(x, n);
-  float sum = 0.0f;
+  const ActQ8 a(x);
+  float lanes[kLanes] = {};
   for (int64_t b = 0; b < n / kQK; ++b) {
-    const int8_t* q = a.qs + b * kQK;
     int32_t isum = 0;
     for (int64_t j = 0; j < kQK / 2; ++j) {
-      isum += ((wb[b].qs[j] & 0x0f) - 8) * q[j];
-      isum += ((wb[b].qs[j] >> 4) - 8) * q[j + kQK / 2];
+      isum += ((wb[b].qs[j] & 0x0f) - 8) * a.q(b, j);
+      isum += ((wb[b].qs[j] >> 4) - 8) * a.q(b, j + kQK / 2);
     }
-    sum += fp16_to_fp32(wb[b].d) * a.d[b] * static_cast<float>(isum);
+    lanes[act_lane(b % kActGroupBlocks)] += fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
   }
-  return sum;
+  return reduce_lanes(lanes);
 }
 
 void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,

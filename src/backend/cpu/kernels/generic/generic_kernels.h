@@ -10,8 +10,9 @@
 
 namespace hearth::cpu::generic {
 
-// Number of independent partial sums in the float dot products; the AVX2 kernels use one lane
-// per partial sum, so the reference sums in a similar order.
+// Number of independent partial sums: float dot products give lane j the elements i = j (mod 8),
+// quantized ones the blocks b = j (mod 8). The AVX2 kernels keep one vector lane per partial
+// sum, so the reference adds in the same order and differs from them only by FMA rounding.
 inline constexpr int kLanes = 8;
 
 // Activation quantization: x[n] -> planar Q8 row (see ActFormat::Q8).
