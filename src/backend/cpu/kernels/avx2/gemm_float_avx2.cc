@@ -8,15 +8,8 @@
 
 namespace hearth::cpu::avx2 {
 namespace {
-#ifndef FVR
-#define FVR 4
-#endif
-#ifndef PF
-#define PF 0
-#endif
 
 struct LoadF32 {
-  static constexpr int kBytes = 4;
   static __m256 load8(const uint8_t* row, int64_t i) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
   }
@@ -25,7 +18,6 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
-  static constexpr int kBytes = 2;
   static __m256 load8(const uint8_t* row, int64_t i) {
     return load_f16x8(reinterpret_cast<const uint16_t*>(row) + i);
   }
@@ -34,7 +26,6 @@ struct LoadF16 {
   }
 };
 struct LoadBf16 {
-  static constexpr int kBytes = 2;
   static __m256 load8(const uint8_t* row, int64_t i) {
     return load_bf16x8(reinterpret_cast<const uint16_t*>(row) + i);
   }
@@ -72,7 +63,6 @@ struct FloatTiles {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
       __m256 wv[R];
-      if (PF && T == 1 && ((i * L::kBytes) & 63) == 0) for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w + r * ldw) + PF + i * L::kBytes, _MM_HINT_T0);
       for (int r = 0; r < R; ++r) wv[r] = L::load8(w + r * ldw, i);
       for (int t = 0; t < T; ++t) {
         const __m256 xv = _mm256_loadu_ps(xr[t] + i);
@@ -93,13 +83,14 @@ struct FloatTiles {
   }
 };
 
-// 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers;
-// matvec has a single activation row, so it takes 4 weight rows at a time instead.
+// 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers.
+// matvec streams weights from DRAM: 8 rows at a time give 8 independent FMA chains and 8 memory
+// streams in flight, which measured 54 GB/s for F16 on 2 Zen 5 cores against 42 GB/s with 4.
 template <typename L>
 void gemm_float(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
                 int64_t nt, float* y, size_t ldy) {
   if (nt == 1) {
-    TileSet<FloatTiles<L>, FVR, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+    TileSet<FloatTiles<L>, 8, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
   } else {
     TileSet<FloatTiles<L>, 3, 4>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
   }

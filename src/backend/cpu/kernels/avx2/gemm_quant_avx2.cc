@@ -21,6 +21,12 @@
 
 namespace hearth::cpu::avx2 {
 namespace {
+#ifndef MVR
+#define MVR 2
+#endif
+#ifndef PF
+#define PF 0
+#endif
 
 constexpr int kGroup = static_cast<int>(kActGroupBlocks);
 
@@ -148,6 +154,7 @@ struct QuantTiles {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     for (int64_t g = 0; g < full; ++g) {
+      if (PF && T == 1) for (int r = 0; r < R; ++r) for (int l = 0; l < (int)sizeof(Block) * kGroup; l += 64) _mm_prefetch(reinterpret_cast<const char*>(wg[r]) + PF + l, _MM_HINT_T0);
       accumulate_group<WB, R, T>(wg, xg, acc);
       for (int r = 0; r < R; ++r) wg[r] += kGroup;
       for (int t = 0; t < T; ++t) xg[t] += kActGroupBytes;
@@ -176,7 +183,7 @@ void gemm_quant(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x,
   // Tile shapes measured on Zen 5: 2 rows x 4 tokens leaves room for the partial trees in
   // registers; a single token keeps 2 rows going for instruction-level parallelism.
   if (nt == 1) {
-    TileSet<QuantTiles<WB>, 2, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+    TileSet<QuantTiles<WB>, MVR, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
   } else {
     TileSet<QuantTiles<WB>, 2, 4>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
   }
