@@ -9,15 +9,7 @@
 namespace hearth {
 namespace {
 
-std::vector<std::string> split(const std::string& s, const std::string& sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t at; (at = s.find(sep, start)) != std::string::npos; start = at + sep.size()) {
-    parts.push_back(s.substr(start, at - start));
-  }
-  parts.push_back(s.substr(start));
-  return parts;
-}
+using test::split;
 
 class TokenizeCli : public ::testing::TestWithParam<const char*> {};
 

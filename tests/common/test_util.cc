@@ -70,6 +70,16 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t at; (at = s.find(sep, start)) != std::string::npos; start = at + sep.size()) {
+    parts.push_back(s.substr(start, at - start));
+  }
+  parts.push_back(s.substr(start));
+  return parts;
+}
+
 namespace {
 std::string drain(int fd) {
   std::string data;

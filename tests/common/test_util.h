@@ -26,6 +26,8 @@ std::string temp_dir();
 std::string read_file(const std::string& path);
 void write_file(const std::string& path, const std::string& data);
 std::string trim(const std::string& s);
+// Splits s at every occurrence of sep (n separators give n + 1 parts).
+std::vector<std::string> split(const std::string& s, const std::string& sep);
 
 struct CommandResult {
   int exit_code = -1;

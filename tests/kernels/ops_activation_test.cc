@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernel_test_util.h"
 #include "backend/cpu/context.h"
 #include "ops/activation.h"
 
@@ -17,23 +18,10 @@ using cpu::Isa;
 
 const int64_t kSizes[] = {1, 7, 8, 9, 63, 257, 11008};
 
-bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::Scalar};
-  if (cpu_has_avx2()) out.push_back(Isa::Avx2);
-  return out;
-}
+using test::isas;
 
 std::vector<float> random_vec(int64_t n, uint32_t seed, float lo = -12.0f, float hi = 12.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
+  return test::uniform_floats(n, seed, lo, hi);
 }
 
 double silu_d(double x) { return x / (1.0 + std::exp(-x)); }
@@ -101,7 +89,7 @@ TEST(OpsActivation, SiluAndSwigluMatchDouble) {
 }
 
 TEST(OpsActivation, SiluAvx2MatchesScalarClosely) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
   const auto x = random_vec(100000, 3, -30.0f, 30.0f);
   std::vector<float> a(x.size()), b(x.size());
   silu(Isa::Scalar, x.data(), 100000, a.data());

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernel_test_util.h"
 #include "backend/cpu/context.h"
 #include "core/fp16.h"
 #include "ops/attention.h"
@@ -17,23 +18,10 @@ namespace {
 
 using cpu::Isa;
 
-bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::Scalar};
-  if (cpu_has_avx2()) out.push_back(Isa::Avx2);
-  return out;
-}
+using test::isas;
 
 std::vector<float> random_vec(int64_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
+  return test::uniform_floats(n, seed, lo, hi);
 }
 
 struct AlignedBuffer {

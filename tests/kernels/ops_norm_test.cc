@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernel_test_util.h"
 #include "backend/cpu/context.h"
 #include "ops/norm.h"
 
@@ -16,23 +17,10 @@ using cpu::Isa;
 
 const int64_t kSizes[] = {1, 7, 8, 63, 257, 4096};
 
-bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::Scalar};
-  if (cpu_has_avx2()) out.push_back(Isa::Avx2);
-  return out;
-}
+using test::isas;
 
 std::vector<float> random_vec(int64_t n, uint32_t seed, float lo = -3.0f, float hi = 3.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
+  return test::uniform_floats(n, seed, lo, hi);
 }
 
 // ggml_compute_forward_rms_norm_f32 followed by ggml_mul, written out sequentially.
@@ -81,7 +69,7 @@ TEST(OpsNorm, RmsNormMatchesDoubleReference) {
 }
 
 TEST(OpsNorm, RmsNormAvx2MatchesScalar) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
   for (int64_t n : kSizes) {
     const auto x = random_vec(n, 5), w = random_vec(n, 6);
     std::vector<float> a(x.size()), b(x.size());

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "common/kernel_test_util.h"
 #include "ops/vec.h"
 
 namespace hearth {
@@ -16,23 +17,10 @@ using cpu::Isa;
 
 const int64_t kSizes[] = {1, 7, 8, 9, 31, 63, 64, 257, 1000};
 
-bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-std::vector<Isa> isas() {
-  std::vector<Isa> out = {Isa::Scalar};
-  if (cpu_has_avx2()) out.push_back(Isa::Avx2);
-  return out;
-}
+using test::isas;
 
 std::vector<float> random_vec(int64_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
+  return test::uniform_floats(n, seed, lo, hi);
 }
 
 TEST(OpsVec, ElementwiseMatchScalarBits) {
@@ -123,7 +111,7 @@ TEST(OpsVec, SoftmaxMatchesDoubleReference) {
 }
 
 TEST(OpsVec, SoftmaxScalarAndAvx2Agree) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
   auto a = random_vec(32000, 7, -30.0f, 30.0f);
   auto b = a;
   softmax(Isa::Scalar, a.data(), 32000);

@@ -15,15 +15,7 @@ struct Case {
   std::vector<int32_t> ids;
 };
 
-std::vector<std::string> split(const std::string& s, const std::string& sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t at; (at = s.find(sep, start)) != std::string::npos; start = at + sep.size()) {
-    parts.push_back(s.substr(start, at - start));
-  }
-  parts.push_back(s.substr(start));
-  return parts;
-}
+using test::split;
 
 // The format is described in ../shared/tokenizer/README.md.
 std::vector<Case> load_cases(const std::string& vocab_path) {
