@@ -40,6 +40,6 @@ inline std::vector<float> random_activations(int64_t n, uint32_t seed) {
 }
 
 // Total bytes of weight copies for the DRAM-bound benchmarks: well past any L3.
-inline constexpr size_t kColdBytes = size_t{256} << 20;
+inline constexpr size_t kColdBytes = size_t{192} << 20;
 
 }  // namespace hearth::bench

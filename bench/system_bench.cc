@@ -2,7 +2,6 @@
 // over the same thread pool the kernels use, and the latency of an empty ThreadPool::run().
 #include <benchmark/benchmark.h>
 
-
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -69,8 +68,18 @@ void bm_pool_run(benchmark::State& state) {
   benchmark::DoNotOptimize(touched.data());
 }
 
-BENCHMARK(bm_stream_triad)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_stream_read)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_stream_triad)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_stream_read)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_pool_run)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 
 }  // namespace

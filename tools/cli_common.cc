@@ -40,6 +40,7 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("-b,--batch-size", n_batch, "tokens per forward pass in prompt processing")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
+  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
 }
 
 SessionOptions SessionFlags::options() const {

@@ -21,6 +21,7 @@ struct SessionFlags {
   int32_t n_ctx = 0;
   int32_t n_batch = 512;
   std::string kv_type = "f16";
+  bool no_mmap = false;
   void add_to(CLI::App& app);
   SessionOptions options() const;
 };

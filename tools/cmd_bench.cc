@@ -56,7 +56,7 @@ int cmd_bench(int argc, char** argv) {
   CLI::App app("Measure prompt and generation speed and the decode roofline", "bench");
   std::string model_path, format = "md";
   int32_t n_prompt = 512, n_gen = 128, reps = 3, n_threads = 0;
-  bool skip_bandwidth = false;
+  bool skip_bandwidth = false, no_mmap = false;
   std::string kv_type = "f16";
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (0 = skip)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
@@ -66,9 +66,10 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-o,--output", format, "output format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
   app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
   app.add_flag("--no-bandwidth", skip_bandwidth, "skip the memory bandwidth measurement");
+  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
   return run_app(app, argc, argv, [&] {
     if (n_prompt == 0 && n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-    const auto model = Model::load(model_path);
+    const auto model = Model::load(model_path, !no_mmap);
     const ModelConfig& c = model->config();
     SessionOptions o;
     o.n_threads = n_threads > 0 ? n_threads : default_threads();

@@ -54,7 +54,7 @@ int cmd_run(int argc, char** argv) {
     const std::string text = read_prompt(prompt, prompt_file);
 
     const auto t_load = Clock::now();
-    const auto model = Model::load(model_path);
+    const auto model = Model::load(model_path, !sf.no_mmap);
     Session session(model, sf.options());
     std::vector<int32_t> tokens = model->tokenize(text, model->add_bos_default(), true);
     if (tokens.empty()) fail("the prompt is empty and the model adds no BOS token");

@@ -17,7 +17,8 @@ class Model {
  public:
   // Maps and validates the GGUF file. Throws hearth::Error with a clear message (file, key or
   // tensor named) on any problem: missing file, not GGUF, truncated, unsupported arch or type.
-  static std::shared_ptr<const Model> load(const std::string& path);
+  // use_mmap = false reads the file into private memory instead of mapping it (--no-mmap).
+  static std::shared_ptr<const Model> load(const std::string& path, bool use_mmap = true);
   ~Model();
 
   const ModelConfig& config() const;

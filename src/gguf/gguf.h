@@ -53,7 +53,11 @@ struct TensorInfo {
 class GgufFile {
  public:
   // Maps and validates the file. Accepts magic "GGUF" and PowerInfer's "PWRI", versions 2 and 3.
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Mmap maps the file (weights paged in on demand, shared with the page cache). Read copies it
+  // once into private, huge-page-advised memory (llama.cpp's --no-mmap): steadier bandwidth where
+  // the page cache is slow to stream from, at the cost of the file's size in RAM.
+  enum class Load { Mmap, Read };
+  static std::unique_ptr<GgufFile> open(const std::string& path, Load load = Load::Mmap);
   // Parses a GGUF image already in memory (borrowed: `data` must outlive the result); `name`
   // stands for the path in messages. Same validation as open(); used by tests and the fuzzer.
   static std::unique_ptr<GgufFile> open_buffer(const std::string& name, const uint8_t* data,
@@ -99,6 +103,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   void* mapping_ = nullptr;  // set when open() mapped the file; unmapped by the destructor
+  size_t mapped_bytes_ = 0;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<TensorInfo> tensors_;
   // Name -> index into kv_ / tensors_. The views point into the file image, which outlives them.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -290,7 +291,31 @@ struct FdCloser {
 
 }  // namespace
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+namespace {
+
+// Private anonymous memory holding the whole file, advised to use transparent huge pages.
+void* read_into_memory(int fd, const std::string& path, size_t size, size_t mapped) {
+  void* m = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail("cannot allocate ", mapped, " bytes to read ", path, ": ", std::strerror(errno));
+  ::madvise(m, mapped, MADV_HUGEPAGE);
+  auto* dst = static_cast<uint8_t*>(m);
+  for (size_t done = 0; done < size;) {
+    const ssize_t got = ::pread(fd, dst + done, std::min<size_t>(size - done, size_t{1} << 30),
+                                static_cast<off_t>(done));
+    if (got <= 0) {
+      const int err = got < 0 ? errno : EIO;
+      ::munmap(m, mapped);
+      fail("cannot read ", path, ": ", std::strerror(err));
+    }
+    done += static_cast<size_t>(got);
+  }
+  ::mprotect(m, mapped, PROT_READ);
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open ", path, ": ", std::strerror(errno));
   const FdCloser closer{fd};
@@ -302,10 +327,19 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   file->path_ = path;
   if (st.st_size > 0) {
     const auto size = static_cast<size_t>(st.st_size);
-    // Read-only shared mapping: weights are paged in on demand and never copied.
-    void* m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) fail("cannot map ", path, ": ", std::strerror(errno));
+    void* m = nullptr;
+    size_t mapped = size;
+    if (load == Load::Read) {
+      constexpr size_t kHugePage = size_t{2} << 20;
+      mapped = (size + kHugePage - 1) / kHugePage * kHugePage;
+      m = read_into_memory(fd, path, size, mapped);
+    } else {
+      // Read-only shared mapping: weights are paged in on demand and never copied.
+      m = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      if (m == MAP_FAILED) fail("cannot map ", path, ": ", std::strerror(errno));
+    }
     file->mapping_ = m;
+    file->mapped_bytes_ = mapped;
     file->base_ = static_cast<const uint8_t*>(m);
     file->size_ = size;
   }
@@ -324,7 +358,7 @@ std::unique_ptr<GgufFile> GgufFile::open_buffer(const std::string& name, const u
 }
 
 GgufFile::~GgufFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, size_);
+  if (mapping_ != nullptr) ::munmap(mapping_, mapped_bytes_);
 }
 
 }  // namespace hearth::gguf

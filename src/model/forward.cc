@@ -24,7 +24,7 @@ void Session::Impl::forward(const int32_t* tokens, int64_t n, float* all_logits)
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
-  const int64_t n_embd = c.n_embd, n_ff = c.n_ff, kv_dim = c.n_embd_kv();
+  const int64_t n_embd = c.n_embd, n_ff = c.n_ff;
   const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
   const int64_t pos0 = n_past;
   float* const xs = x.f32();

@@ -9,9 +9,9 @@ namespace hearth {
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
-std::shared_ptr<const Model> Model::load(const std::string& path) {
+std::shared_ptr<const Model> Model::load(const std::string& path, bool use_mmap) {
   auto impl = std::make_unique<Impl>();
-  impl->file = gguf::GgufFile::open(path);
+  impl->file = gguf::GgufFile::open(path, use_mmap ? gguf::GgufFile::Load::Mmap : gguf::GgufFile::Load::Read);
   impl->config = read_config(*impl->file);
   impl->weights = bind_weights(*impl->file, impl->config);
   impl->tokenizer = text::Tokenizer::from_gguf(*impl->file);

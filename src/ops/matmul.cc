@@ -18,10 +18,11 @@ constexpr size_t kActBlockBytes = 384 * 1024;
 constexpr int64_t kTokenQuantum = 4;
 
 void check_shape(DType wtype, int64_t rows, int64_t cols, int64_t n) {
-  if (rows < 0 || cols < 0 || n < 0) fail("matmul: negative shape (", rows, ", ", cols, ", ", n, ")");
+  if (rows < 0 || cols < 0 || n < 0) {
+    fail("matmul: negative shape (", rows, ", ", cols, ", ", n, ")");
+  }
   if (cols % dtype_block_size(wtype) != 0) {
-    fail("matmul: ", cols, " columns is not a multiple of the ", dtype_name(wtype),
-         " block size");
+    fail("matmul: ", cols, " columns is not a multiple of the ", dtype_name(wtype), " block size");
   }
 }
 

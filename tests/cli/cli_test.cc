@@ -57,6 +57,17 @@ TEST_F(Cli, RunPrintsExactlyPromptThenText) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, NoMmapGivesTheSameText) {
+  const std::vector<std::string> args = {"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"};
+  const auto mapped = run_hearth(args);
+  auto copy = args;
+  copy.push_back("--no-mmap");
+  const auto read = run_hearth(copy);
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(mapped.out, read.out);
+}
+
 TEST_F(Cli, SameSeedSameText) {
   const std::vector<std::string> args = {"run", "-m", *model_, "-p", "abc", "-n", "16", "--temp",
                                          "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0"};
@@ -128,6 +139,7 @@ TEST_F(Cli, BadModelFiles) {
     const std::string path = *dir_ + "/cut" + std::to_string(cut) + ".gguf";
     test::write_file(path, full.substr(0, cut));
     expect_clean_error(run_hearth({"run", "-m", path, "-n", "1"}), "cut" + std::to_string(cut));
+    expect_clean_error(run_hearth({"run", "-m", path, "-n", "1", "--no-mmap"}), "cut" + std::to_string(cut));
   }
 }
 

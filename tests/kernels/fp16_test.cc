@@ -1,12 +1,13 @@
 // The scalar f16/bf16 conversions must agree with the F16C hardware (which ggml uses on x86)
 // bit for bit, including subnormals, infinities, NaNs and every rounding tie.
+#include "core/fp16.h"
+
 #include <immintrin.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include "core/fp16.h"
 #include "kernel_test_util.h"
 
 namespace hearth {
@@ -24,8 +25,8 @@ TEST(Fp16, EveryHalfMatchesF16c) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float sw = fp16_to_fp32(static_cast<uint16_t>(h));
     const float hw = hw_half_to_float(static_cast<uint16_t>(h));
-    ASSERT_TRUE(same_bits(sw, hw)) << std::hex << "half 0x" << h << ": 0x" << f32_bits(sw)
-                                   << " vs 0x" << f32_bits(hw);
+    ASSERT_TRUE(same_bits(sw, hw))
+        << std::hex << "half 0x" << h << ": 0x" << f32_bits(sw) << " vs 0x" << f32_bits(hw);
   }
 }
 

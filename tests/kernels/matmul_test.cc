@@ -2,6 +2,8 @@
 // weights, matmul against matvec, and independence from the thread count. Every (row, token)
 // output is computed by the same sequence of operations whatever the tiling or the thread split,
 // so the last two comparisons are exact.
+#include "ops/matmul.h"
+
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -10,7 +12,6 @@
 #include "backend/cpu/context.h"
 #include "core/error.h"
 #include "kernel_test_util.h"
-#include "ops/matmul.h"
 
 namespace hearth {
 namespace {

@@ -1,11 +1,12 @@
 // Quantization must produce ggml's bytes exactly (files written here load bit-exact in
 // llama.cpp) and dequantize within the format's error bound.
+#include "core/quantize.h"
+
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "core/quantize.h"
 #include "kernel_test_util.h"
 
 namespace hearth {
@@ -14,8 +15,8 @@ namespace {
 TEST(Quantize, Q8_0KnownBlock) {
   // amax = 127 gives d = 1 exactly, so every quant is round(x) with ties away from zero
   // (roundf), which differs from round-to-even at 2.5 and -2.5.
-  float x[32] = {127.0f, -127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 1.49f, -1.51f, 0.0f, -0.0f, 3.5f,
-                 100.4f, -100.6f, 64.5f, 7.0f, -7.0f};
+  float x[32] = {127.0f, -127.0f, 2.5f, -2.5f,  0.5f,    -0.5f, 1.49f, -1.51f,
+                 0.0f,   -0.0f,   3.5f, 100.4f, -100.6f, 64.5f, 7.0f,  -7.0f};
   for (int j = 16; j < 32; ++j) x[j] = static_cast<float>(j - 16) * 0.25f;
   BlockQ8_0 b;
   quantize_row(DType::Q8_0, x, &b, 32);
@@ -32,12 +33,12 @@ TEST(Quantize, Q8_0ScaleIsRoundedToHalf) {
   BlockQ8_0 b;
   quantize_row(DType::Q8_0, x, &b, 32);
   EXPECT_EQ(b.d, 0x3008);
-  EXPECT_EQ(b.qs[0], -127);   // -16 * 7.9375
-  EXPECT_EQ(b.qs[1], -119);   // -15 * 7.9375 = -119.06
-  EXPECT_EQ(b.qs[8], -64);    // -8 * 7.9375 = -63.5 (ties away from zero)
-  EXPECT_EQ(b.qs[15], -8);    // -1 * 7.9375
+  EXPECT_EQ(b.qs[0], -127);  // -16 * 7.9375
+  EXPECT_EQ(b.qs[1], -119);  // -15 * 7.9375 = -119.06
+  EXPECT_EQ(b.qs[8], -64);   // -8 * 7.9375 = -63.5 (ties away from zero)
+  EXPECT_EQ(b.qs[15], -8);   // -1 * 7.9375
   EXPECT_EQ(b.qs[16], 0);
-  EXPECT_EQ(b.qs[24], 64);    // 8 * 7.9375 = 63.5
+  EXPECT_EQ(b.qs[24], 64);  // 8 * 7.9375 = 63.5
   EXPECT_EQ(b.qs[31], 119);
 }
 
@@ -69,11 +70,11 @@ TEST(Quantize, Q4_0PositiveMaxFlipsScaleAndClamps) {
   float x[32] = {8.0f, -8.0f, -7.0f, 1.0f};
   BlockQ4_0 b;
   quantize_row(DType::Q4_0, x, &b, 32);
-  EXPECT_EQ(b.d, 0xbc00);  // -1.0
-  EXPECT_EQ(b.qs[0], 0x80);        // x[0] -> 0, x[16] = 0 -> 8
-  EXPECT_EQ(b.qs[1], 0x80 | 15);   // -8 -> clamped 15
-  EXPECT_EQ(b.qs[2], 0x80 | 15);   // -7 -> 15.5 -> 15
-  EXPECT_EQ(b.qs[3], 0x80 | 7);    // 1 -> 7.5 -> 7
+  EXPECT_EQ(b.d, 0xbc00);         // -1.0
+  EXPECT_EQ(b.qs[0], 0x80);       // x[0] -> 0, x[16] = 0 -> 8
+  EXPECT_EQ(b.qs[1], 0x80 | 15);  // -8 -> clamped 15
+  EXPECT_EQ(b.qs[2], 0x80 | 15);  // -7 -> 15.5 -> 15
+  EXPECT_EQ(b.qs[3], 0x80 | 7);   // 1 -> 7.5 -> 7
   float back[32];
   dequantize_row(DType::Q4_0, &b, back, 32);
   EXPECT_EQ(back[0], 8.0f);
@@ -112,13 +113,23 @@ TEST(Quantize, RoundTripErrorBounds) {
           const float err = std::fabs(x[i] - back[i]);
           float bound = 0.0f;
           switch (t) {
-            case DType::F32: bound = 0.0f; break;
-            case DType::F16: bound = std::fabs(x[i]) * 0x1p-11f + 0x1p-25f; break;
-            case DType::BF16: bound = std::fabs(x[i]) * 0x1p-8f; break;
+            case DType::F32:
+              bound = 0.0f;
+              break;
+            case DType::F16:
+              bound = std::fabs(x[i]) * 0x1p-11f + 0x1p-25f;
+              break;
+            case DType::BF16:
+              bound = std::fabs(x[i]) * 0x1p-8f;
+              break;
             // Half a step, plus the f16 rounding of the scale applied to up to 127 steps.
-            case DType::Q8_0: bound = amax / 127.0f * (0.5f + 127.0f * 0x1p-11f) * 1.001f; break;
+            case DType::Q8_0:
+              bound = amax / 127.0f * (0.5f + 127.0f * 0x1p-11f) * 1.001f;
+              break;
             // A full step at the clamped end of the range.
-            case DType::Q4_0: bound = amax / 8.0f * (1.0f + 8.0f * 0x1p-11f) * 1.001f; break;
+            case DType::Q4_0:
+              bound = amax / 8.0f * (1.0f + 8.0f * 0x1p-11f) * 1.001f;
+              break;
           }
           ASSERT_LE(err, bound) << dtype_name(t) << " n=" << n << " i=" << i;
         }

@@ -1,12 +1,13 @@
 // The pool must run every task on every thread exactly once per run(), publish the caller's
 // writes to workers and the workers' writes back, and survive idle periods long enough for the
 // workers to fall asleep.
+#include "backend/cpu/thread_pool.h"
+
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/thread_pool.h"
 #include "core/error.h"
 #include "kernel_test_util.h"
 

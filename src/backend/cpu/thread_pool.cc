@@ -61,17 +61,18 @@ void futex_wake_all(std::atomic<uint32_t>& word) {
 
 }  // namespace
 
-// Each hot atomic sits on its own cache line: workers poll `epoch` while finishing threads write
-// `pending`, and sharing a line would make every poll miss.
+// Cache-line layout: what the caller publishes (task, stop, epoch) shares one line, so a worker
+// gets all of it in a single transfer; `pending`, written by finishing workers, and `sleepers`
+// live on lines of their own so those writes do not disturb the pollers.
 struct ThreadPool::State {
-  alignas(64) std::atomic<uint32_t> epoch{0};
-  alignas(64) std::atomic<int> pending{0};
-  alignas(64) std::atomic<int> sleepers{0};
   // Written by the caller before the epoch bump (release) and read by workers after they
   // observe it (acquire); valid until pending drops to zero.
-  const TaskRef* task = nullptr;
+  alignas(64) const TaskRef* task = nullptr;
   bool stop = false;
-  std::vector<std::thread> workers;
+  std::atomic<uint32_t> epoch{0};
+  alignas(64) std::atomic<int> pending{0};
+  alignas(64) std::atomic<int> sleepers{0};
+  alignas(64) std::vector<std::thread> workers;
 
   // Returns the first epoch different from `seen`: polls, then sleeps on the futex.
   uint32_t await_epoch(uint32_t seen) {

@@ -34,6 +34,7 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Runs task(ith, nth) on every thread (ith = 0 on the caller) and returns when all are done.
+  // One caller at a time, and not from inside a task; the task must not throw.
   void run(TaskRef task);
 
   template <typename F>

@@ -83,7 +83,7 @@ class TileSet {
       for (int64_t t0 = 0; t0 < nt; t0 += T) {
         const int64_t tt = nt - t0 < T ? nt - t0 : T;
         kTiles[(rr - 1) * T + (tt - 1)](n, wb + r0 * ldw, ldw, xb + t0 * ldx, ldx,
-                                         y + t0 * ldy + r0, ldy);
+                                        y + t0 * ldy + r0, ldy);
       }
     }
   }
@@ -93,7 +93,7 @@ class TileSet {
   static constexpr std::array<TileFn, R * T> make(std::index_sequence<I...>) {
     return {&K::template tile<static_cast<int>(I) / T + 1, static_cast<int>(I) % T + 1>...};
   }
-  static constexpr std::array<TileFn, R * T> kTiles = make(std::make_index_sequence<R * T>{});
+  static constexpr std::array<TileFn, R* T> kTiles = make(std::make_index_sequence<R * T>{});
 };
 
 }  // namespace hearth::cpu::avx2

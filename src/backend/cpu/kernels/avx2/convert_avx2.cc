@@ -6,7 +6,9 @@
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "core/dtype.h"
-#include "backend/cpu/kernels/avx2/avx2_util.h"  // last: it switches on AVX2 code generation
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/avx2_util.h"
 
 namespace hearth::cpu::avx2 {
 namespace {

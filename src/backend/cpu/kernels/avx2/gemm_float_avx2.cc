@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
-#include "backend/cpu/kernels/avx2/avx2_util.h"  // last: it switches on AVX2 code generation
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/avx2_util.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
@@ -13,9 +15,7 @@ struct LoadF32 {
   static __m256 load8(const uint8_t* row, int64_t i) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
   }
-  static float at(const uint8_t* row, int64_t i) {
-    return reinterpret_cast<const float*>(row)[i];
-  }
+  static float at(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
 };
 struct LoadF16 {
   static __m256 load8(const uint8_t* row, int64_t i) {
@@ -52,8 +52,8 @@ inline __m256 load_tail_f32(const float* x, int64_t i, int64_t count) {
 template <typename L>
 struct FloatTiles {
   template <int R, int T>
-  static void tile(int64_t n, const uint8_t* w, size_t ldw, const uint8_t* x, size_t ldx,
-                   float* y, size_t ldy) {
+  static void tile(int64_t n, const uint8_t* w, size_t ldw, const uint8_t* x, size_t ldx, float* y,
+                   size_t ldy) {
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -62,11 +62,19 @@ struct FloatTiles {
     for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = L::load8(w + r * ldw, i);
-      for (int t = 0; t < T; ++t) {
-        const __m256 xv = _mm256_loadu_ps(xr[t] + i);
-        for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+      if constexpr (T == 1) {
+        // One activation vector: convert each weight vector right where it is used, so the 8
+        // accumulators of matvec stay in registers.
+        const __m256 xv = _mm256_loadu_ps(xr[0] + i);
+        for (int r = 0; r < R; ++r)
+          acc[r][0] = _mm256_fmadd_ps(L::load8(w + r * ldw, i), xv, acc[r][0]);
+      } else {
+        __m256 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = L::load8(w + r * ldw, i);
+        for (int t = 0; t < T; ++t) {
+          const __m256 xv = _mm256_loadu_ps(xr[t] + i);
+          for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+        }
       }
     }
     if (i < n) {

@@ -39,18 +39,10 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
 void f32_to_float(const void* x, float* y, int64_t n) {
   std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
 }
-void f16_to_float(const void* x, float* y, int64_t n) {
-  dequantize_row(DType::F16, x, y, n);
-}
-void bf16_to_float(const void* x, float* y, int64_t n) {
-  dequantize_row(DType::BF16, x, y, n);
-}
-void q8_0_to_float(const void* x, float* y, int64_t n) {
-  dequantize_row(DType::Q8_0, x, y, n);
-}
-void q4_0_to_float(const void* x, float* y, int64_t n) {
-  dequantize_row(DType::Q4_0, x, y, n);
-}
+void f16_to_float(const void* x, float* y, int64_t n) { dequantize_row(DType::F16, x, y, n); }
+void bf16_to_float(const void* x, float* y, int64_t n) { dequantize_row(DType::BF16, x, y, n); }
+void q8_0_to_float(const void* x, float* y, int64_t n) { dequantize_row(DType::Q8_0, x, y, n); }
+void q4_0_to_float(const void* x, float* y, int64_t n) { dequantize_row(DType::Q4_0, x, y, n); }
 
 void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);

@@ -45,12 +45,16 @@ float dot_float(int64_t n, const void* w, const void* x) {
   return reduce_lanes(lanes);
 }
 
-// Reads a Q8 activation row (kernels/act_layout.h) block by block.
+// Reads a Q8 activation row (kernels/act_layout.h) block by block: a block's quants are two
+// runs of 16 bytes.
 struct ActQ8 {
   const uint8_t* row;
   explicit ActQ8(const void* x) : row(static_cast<const uint8_t*>(x)) {}
-  int32_t q(int64_t b, int64_t j) const {
-    return static_cast<int8_t>(row[act_quant_offset(b, j)]);
+  const int8_t* first16(int64_t b) const {
+    return reinterpret_cast<const int8_t*>(row + act_quant_offset(b, 0));
+  }
+  const int8_t* last16(int64_t b) const {
+    return reinterpret_cast<const int8_t*>(row + act_quant_offset(b, kQK / 2));
   }
   float d(int64_t b) const {
     float v;
@@ -81,9 +85,13 @@ float dot_q8_0(int64_t n, const void* w, const void* x) {
   const ActQ8 a(x);
   float lanes[kLanes] = {};
   for (int64_t b = 0; b < n / kQK; ++b) {
+    const int8_t* lo = a.first16(b);
+    const int8_t* hi = a.last16(b);
     int32_t isum = 0;
-    for (int64_t j = 0; j < kQK; ++j) isum += wb[b].qs[j] * a.q(b, j);
-    lanes[act_lane(b % kActGroupBlocks)] += fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
+    for (int64_t j = 0; j < kQK / 2; ++j) isum += wb[b].qs[j] * lo[j];
+    for (int64_t j = 0; j < kQK / 2; ++j) isum += wb[b].qs[j + kQK / 2] * hi[j];
+    lanes[act_lane(b % kActGroupBlocks)] +=
+        fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
   }
   return reduce_lanes(lanes);
 }
@@ -93,12 +101,13 @@ float dot_q4_0(int64_t n, const void* w, const void* x) {
   const ActQ8 a(x);
   float lanes[kLanes] = {};
   for (int64_t b = 0; b < n / kQK; ++b) {
+    const int8_t* lo = a.first16(b);
+    const int8_t* hi = a.last16(b);
     int32_t isum = 0;
-    for (int64_t j = 0; j < kQK / 2; ++j) {
-      isum += ((wb[b].qs[j] & 0x0f) - 8) * a.q(b, j);
-      isum += ((wb[b].qs[j] >> 4) - 8) * a.q(b, j + kQK / 2);
-    }
-    lanes[act_lane(b % kActGroupBlocks)] += fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
+    for (int64_t j = 0; j < kQK / 2; ++j) isum += ((wb[b].qs[j] & 0x0f) - 8) * lo[j];
+    for (int64_t j = 0; j < kQK / 2; ++j) isum += ((wb[b].qs[j] >> 4) - 8) * hi[j];
+    lanes[act_lane(b % kActGroupBlocks)] +=
+        fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
   }
   return reduce_lanes(lanes);
 }
