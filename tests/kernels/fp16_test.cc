@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "kernel_test_util.h"
+#include "common/kernel_test_util.h"
 
 namespace hearth {
 namespace {

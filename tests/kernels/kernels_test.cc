@@ -8,7 +8,7 @@
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
-#include "kernel_test_util.h"
+#include "common/kernel_test_util.h"
 
 namespace hearth {
 namespace {

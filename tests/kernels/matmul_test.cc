@@ -11,16 +11,12 @@
 
 #include "backend/cpu/context.h"
 #include "core/error.h"
-#include "kernel_test_util.h"
+#include "common/kernel_test_util.h"
 
 namespace hearth {
 namespace {
 
-std::vector<cpu::Isa> isas() {
-  std::vector<cpu::Isa> v = {cpu::Isa::Scalar};
-  if (test::cpu_has_avx2()) v.push_back(cpu::Isa::Avx2);
-  return v;
-}
+using test::isas;
 
 // Reference y[t, r] in double, with activations rounded the way the kernels see them.
 std::vector<double> reference(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,

@@ -89,7 +89,7 @@ TEST(OpsActivation, SiluAndSwigluMatchDouble) {
 }
 
 TEST(OpsActivation, SiluAvx2MatchesScalarClosely) {
-  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
+  HEARTH_REQUIRE_AVX2();
   const auto x = random_vec(100000, 3, -30.0f, 30.0f);
   std::vector<float> a(x.size()), b(x.size());
   silu(Isa::Scalar, x.data(), 100000, a.data());

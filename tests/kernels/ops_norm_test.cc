@@ -69,7 +69,7 @@ TEST(OpsNorm, RmsNormMatchesDoubleReference) {
 }
 
 TEST(OpsNorm, RmsNormAvx2MatchesScalar) {
-  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
+  HEARTH_REQUIRE_AVX2();
   for (int64_t n : kSizes) {
     const auto x = random_vec(n, 5), w = random_vec(n, 6);
     std::vector<float> a(x.size()), b(x.size());

@@ -111,7 +111,7 @@ TEST(OpsVec, SoftmaxMatchesDoubleReference) {
 }
 
 TEST(OpsVec, SoftmaxScalarAndAvx2Agree) {
-  if (test::isas().size() < 2) GTEST_SKIP() << "no AVX2";
+  HEARTH_REQUIRE_AVX2();
   auto a = random_vec(32000, 7, -30.0f, 30.0f);
   auto b = a;
   softmax(Isa::Scalar, a.data(), 32000);

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "kernel_test_util.h"
+#include "common/kernel_test_util.h"
 
 namespace hearth {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernel_test_util.h"
+#include "common/kernel_test_util.h"
 
 namespace hearth {
 namespace {
