@@ -2,37 +2,12 @@
 
 #include <algorithm>
 #include <limits>
-#include <queue>
 
 #include "core/error.h"
+#include "text/pair_merge.h"
 #include "text/unicode.h"
 
 namespace hearth::text {
-
-namespace {
-
-struct Symbol {
-  uint32_t start;
-  uint32_t n;
-  int32_t prev;
-  int32_t next;
-};
-
-struct Bigram {
-  int32_t rank;
-  int32_t left;
-  int32_t right;
-  uint32_t size;  // bytes of left + right when queued; a mismatch later means it is stale
-};
-
-// Lowest rank first; on equal ranks the leftmost pair (llama.cpp's order).
-struct LowerPriority {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
-
-}  // namespace
 
 BpeEncoder::BpeEncoder(const Vocab& vocab, std::vector<std::string> merges, std::string_view pre,
                        const std::string& source)
@@ -94,44 +69,16 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) c
     }
   }
 
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t n = std::min(utf8_len_lenient(static_cast<uint8_t>(word[pos])), word.size() - pos);
-    const auto index = static_cast<int32_t>(symbols.size());
-    symbols.push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(n), index - 1,
-                       pos + n == word.size() ? -1 : index + 1});
-    pos += n;
-  }
-
+  std::vector<MergeSymbol> symbols = split_utf8_symbols(word);
   std::string key;
-  std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-  const auto try_add = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[left];
-    const Symbol& r = symbols[right];
-    const int32_t found = rank(word.substr(l.start, l.n), word.substr(r.start, r.n), key);
-    if (found < 0) return;
-    queue.push({found, left, right, l.n + r.n});
-  };
-
-  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[top.left];
-    Symbol& right = symbols[top.right];
-    if (left.n == 0 || right.n == 0 || left.n + right.n != top.size) continue;
-
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = top.left;
-
-    try_add(left.prev, top.left);
-    try_add(top.left, left.next);
-  }
+  // Lower ranks merge first.
+  merge_pairs(symbols,
+              [&](const MergeSymbol& left, const MergeSymbol& right) -> std::optional<double> {
+                const int32_t found =
+                    rank(word.substr(left.start, left.n), word.substr(right.start, right.n), key);
+                if (found < 0) return std::nullopt;
+                return -static_cast<double>(found);
+              });
 
   for (int32_t i = 0; i != -1; i = symbols[i].next) {
     const std::string_view piece = word.substr(symbols[i].start, symbols[i].n);
