@@ -12,7 +12,7 @@ if [ -f ../shared/models/stories260K.gguf ]; then
   prompt="Once upon a time"
 else
   model=build/models/demo-synth.gguf
-  build/tools/hearth synth -o "$model" --n-embd 256 --n-layer 4 --n-ff 688 --type q8_0
+  build/tools/hearth synth -o "$model" --n-embd 256 --n-layer 4 --n-ff 768 --type q8_0
   prompt="hello"
 fi
 build/tools/hearth inspect "$model" | sed -n '/hyper-parameters/,/tokenizer/p'

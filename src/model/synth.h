@@ -13,7 +13,7 @@ namespace hearth {
 struct SynthOptions {
   int64_t n_embd = 256;
   int64_t n_layer = 4;
-  int64_t n_ff = 688;
+  int64_t n_ff = 768;
   int64_t n_head = 8;
   int64_t n_head_kv = 4;
   int64_t n_vocab = 512;
