@@ -19,10 +19,31 @@ inline bool cpu_has_avx2() {
          __builtin_cpu_supports("f16c");
 }
 
-// The scalar reference always; AVX2 too when this CPU has it.
+inline bool cpu_has_avxvnni() { return cpu_has_avx2() && __builtin_cpu_supports("avxvnni"); }
+
+// Whether this CPU can run the kernels of `isa`.
+inline bool cpu_supports(cpu::Isa isa) {
+  switch (isa) {
+    case cpu::Isa::Scalar:
+      return true;
+    case cpu::Isa::Avx2:
+      return cpu_has_avx2();
+    case cpu::Isa::AvxVnni:
+      return cpu_has_avxvnni();
+  }
+  return false;
+}
+
+// Every ISA above the scalar reference, whether or not this CPU has it (tests skip those it
+// lacks, so each variant is reported by name).
+inline const cpu::Isa kFastIsas[] = {cpu::Isa::Avx2, cpu::Isa::AvxVnni};
+
+// The scalar reference always; the faster ISAs this CPU has.
 inline std::vector<cpu::Isa> isas() {
   std::vector<cpu::Isa> out = {cpu::Isa::Scalar};
-  if (cpu_has_avx2()) out.push_back(cpu::Isa::Avx2);
+  for (cpu::Isa isa : kFastIsas) {
+    if (cpu_supports(isa)) out.push_back(isa);
+  }
   return out;
 }
 

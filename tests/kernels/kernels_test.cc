@@ -1,9 +1,11 @@
-// Every AVX2 kernel against its scalar reference, for every dtype, on odd sizes. Activation
-// quantization and dequantization must match exactly; dot products may differ only by float
-// summation order and FMA rounding, bounded relative to the sum of absolute products.
+// Every AVX2 and AVX-VNNI kernel against its scalar reference, for every dtype, on odd sizes.
+// Activation quantization and dequantization must match exactly; dot products may differ only by
+// float summation order and FMA rounding, bounded relative to the sum of absolute products.
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <tuple>
 
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
@@ -58,13 +60,16 @@ double tolerance(DType t, int64_t cols, double abs_sum) {
   return 2.0 * terms * FLT_EPSILON * abs_sum + 1e-30;
 }
 
-class KernelsTest : public ::testing::TestWithParam<DType> {
+// Parameters: the ISA under test and the weight dtype.
+class KernelsTest : public ::testing::TestWithParam<std::tuple<cpu::Isa, DType>> {
  protected:
   void SetUp() override {
-    HEARTH_REQUIRE_AVX2();
-    fast_ = cpu::select_kernels(cpu::Isa::Avx2);
+    const cpu::Isa isa = std::get<0>(GetParam());
+    if (!test::cpu_supports(isa)) GTEST_SKIP() << "CPU lacks " << cpu::isa_name(isa);
+    fast_ = cpu::select_kernels(isa);
     ref_ = cpu::generic::kernels();
   }
+  static DType dtype() { return std::get<1>(GetParam()); }
   Kernels fast_, ref_;
 };
 
@@ -113,7 +118,7 @@ TEST(KernelsQ8Activations, FastQuantizerIsIdenticalToReference) {
 }
 
 TEST_P(KernelsTest, ToFloatIsIdentical) {
-  const DType t = GetParam();
+  const DType t = dtype();
   for (int64_t cols : test::test_cols(t)) {
     const auto w = test::random_weights(t, 1, cols, 3);
     std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols)),
@@ -127,7 +132,7 @@ TEST_P(KernelsTest, ToFloatIsIdentical) {
 }
 
 TEST_P(KernelsTest, DotMatchesReference) {
-  const DType t = GetParam();
+  const DType t = dtype();
   for (int64_t cols : test::test_cols(t)) {
     const auto w = test::random_weights(t, 1, cols, 17);
     std::vector<float> wf(static_cast<size_t>(cols));
@@ -141,7 +146,7 @@ TEST_P(KernelsTest, DotMatchesReference) {
 }
 
 TEST_P(KernelsTest, GemmMatchesReferenceAndDoubleSum) {
-  const DType t = GetParam();
+  const DType t = dtype();
   for (int64_t cols : test::test_cols(t)) {
     for (int64_t rows : {1, 3, 17, 67}) {
       for (int64_t n : {1, 2, 5, 13}) {
@@ -219,8 +224,39 @@ TEST(KernelsFp16Rows, MatchScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsTest, ::testing::ValuesIn(test::kAllTypes),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+TEST(KernelsAvxVnni, QuantizedGemmIsIdenticalToAvx2) {
+  // VNNI only changes how the exact integer block sums are formed, so every output must equal
+  // the AVX2 kernel's bit for bit, for every tile shape.
+  if (!test::cpu_has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
+  const Kernels vnni = cpu::select_kernels(cpu::Isa::AvxVnni);
+  const Kernels avx2 = cpu::select_kernels(cpu::Isa::Avx2);
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    for (int64_t cols : {32, 288, 1056}) {
+      const int64_t rows = 13, n = 6;
+      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
+      const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+      const Acts a = make_acts(avx2.weights(t), n, cols, 11);
+      std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
+      vnni.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(), rows);
+      avx2.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(), rows);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+          << dtype_name(t) << " cols=" << cols;
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(vnni.weights(t).dot(cols, w.data() + r * ldw, a.data.data()),
+                  avx2.weights(t).dot(cols, w.data() + r * ldw, a.data.data()))
+            << dtype_name(t) << " cols=" << cols << " row=" << r;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsTest,
+                         ::testing::Combine(::testing::ValuesIn(test::kFastIsas),
+                                            ::testing::ValuesIn(test::kAllTypes)),
+                         [](const auto& info) {
+                           return std::string(cpu::isa_name(std::get<0>(info.param))) + "_" +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace hearth

@@ -150,10 +150,24 @@ TEST(Dispatch, IsaEnvironmentOverride) {
   } else {
     unsetenv("HEARTH_ISA");
   }
-  if (test::cpu_has_avx2() && !old) {
+  if (test::cpu_has_avx2()) {
+    // HEARTH_ISA=avx2 caps a VNNI machine at plain AVX2.
+    setenv("HEARTH_ISA", "avx2", 1);
     EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Avx2);
+    if (old) {
+      setenv("HEARTH_ISA", saved.c_str(), 1);
+    } else {
+      unsetenv("HEARTH_ISA");
+    }
+  }
+  if (!old) {
+    const cpu::Isa best = test::cpu_has_avxvnni() ? cpu::Isa::AvxVnni
+                          : test::cpu_has_avx2()  ? cpu::Isa::Avx2
+                                                  : cpu::Isa::Scalar;
+    EXPECT_EQ(cpu::detect_isa(), best);
   }
   EXPECT_EQ(cpu::isa_name(cpu::Isa::Avx2), "avx2");
+  EXPECT_EQ(cpu::isa_name(cpu::Isa::AvxVnni), "avxvnni");
 }
 
 TEST(Dispatch, WeightKernelsPerType) {

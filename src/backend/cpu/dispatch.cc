@@ -5,6 +5,7 @@
 
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
+#include "backend/cpu/kernels/avxvnni/avxvnni_kernels.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/error.h"
 
@@ -21,13 +22,25 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avxvnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return cpu_has_avx2() && __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 Isa detect_isa() {
+  const Isa best = cpu_has_avxvnni() ? Isa::AvxVnni : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
   if (const char* env = std::getenv("HEARTH_ISA")) {
-    if (std::string_view(env) == "scalar") return Isa::Scalar;
+    const std::string_view want(env);
+    if (want == "scalar") return Isa::Scalar;
+    if (want == "avx2" && has_avx2(best)) return Isa::Avx2;
   }
-  return cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
+  return best;
 }
 
 std::string_view isa_name(Isa isa) {
@@ -36,6 +49,8 @@ std::string_view isa_name(Isa isa) {
       return "scalar";
     case Isa::Avx2:
       return "avx2";
+    case Isa::AvxVnni:
+      return "avxvnni";
   }
   return "unknown";
 }
@@ -76,6 +91,9 @@ Kernels select_kernels(Isa isa) {
       // they must not be entered on a CPU without it.
       if (!cpu_has_avx2()) fail("this CPU does not support AVX2/FMA/F16C");
       return avx2::kernels();
+    case Isa::AvxVnni:
+      if (!cpu_has_avxvnni()) fail("this CPU does not support AVX2/FMA/F16C/AVX-VNNI");
+      return avxvnni::kernels();
   }
   fail("unknown ISA");
 }

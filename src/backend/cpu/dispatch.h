@@ -11,9 +11,14 @@
 
 namespace hearth::cpu {
 
-enum class Isa { Scalar, Avx2 };
+// AvxVnni is AVX2 plus AVX-VNNI: the AVX2 kernels, with VNNI 8-bit dot products for Q8_0/Q4_0.
+enum class Isa { Scalar, Avx2, AvxVnni };
 
-// Best ISA of this CPU. HEARTH_ISA=scalar in the environment forces the scalar kernels.
+// Whether code for `isa` may use AVX2/FMA/F16C (every ISA above Scalar includes them).
+constexpr bool has_avx2(Isa isa) { return isa != Isa::Scalar; }
+
+// Best ISA of this CPU. HEARTH_ISA=scalar or HEARTH_ISA=avx2 in the environment caps it (to
+// compare variants on one machine).
 Isa detect_isa();
 std::string_view isa_name(Isa isa);
 

@@ -8,7 +8,7 @@
 
 namespace hearth::ops_avx2 {
 
-inline bool enabled(cpu::Isa isa) { return isa == cpu::Isa::Avx2; }
+inline bool enabled(cpu::Isa isa) { return cpu::has_avx2(isa); }
 
 // vec_avx2.cc: same contracts as the functions of ops/vec.h.
 void vec_add(float* y, const float* x, int64_t n);

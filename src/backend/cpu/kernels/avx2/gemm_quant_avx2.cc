@@ -1,52 +1,21 @@
-// Q8_0 and Q4_0 weights against Q8 activation rows (layout: kernels/act_layout.h).
-//
-// Blocks go by pairs and groups of 8. Two weight blocks are loaded side by side so one 8-bit
-// multiply-add (maddubs, then madd) covers both, leaving 4 int32 partial sums per block; two
-// levels of horizontal adds over a group's 4 pairs then give each block's exact integer dot
-// product in one vector, which is converted and scaled by the 8 block scale products in a single
-// FMA. Scaling every block on its own would cost a broadcast, a conversion and an FMA per block,
-// which is what bounds Q4_0 matvec.
-//
-// Q4_0 nibbles u = q + 8 are multiplied as unsigned bytes and 8 * (sum of the activation quants)
-// is subtracted per block; Q8_0 moves the weight's sign onto the activation instead.
-//
-// Every (row, token) output goes through the same operations whatever the tile shape, so
-// matmul rows equal matvec results bit for bit.
-#include <algorithm>
-#include <cstring>
-
-#include "backend/cpu/kernels/act_layout.h"
+// Q8_0 and Q4_0 weights against Q8 activation rows (layout: kernels/act_layout.h), with AVX2's
+// 8-bit multiply-add: maddubs to int16 pairs, then madd to int32. The tile engine is in
+// quant_tiles.h.
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
-#include "core/dtype.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/avx2_util.h"
+#include "backend/cpu/kernels/avx2/quant_tiles.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
-
-constexpr int kGroup = static_cast<int>(kActGroupBlocks);
-constexpr size_t kMaxPrefetchBytes = 8192;
-
-inline __m256i load_pair(const void* first, const void* second) {
-  return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(second),
-                             reinterpret_cast<const __m128i*>(first));
-}
 
 inline __m256i sum_pairs_i16(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 
 struct WeightQ4_0 {
   using Block = BlockQ4_0;
+  using Pair = Q4_0Pair;
   static constexpr bool kOffsetBy8 = true;
-  // Unsigned nibbles of blocks (b, b + 1): first 16 weights of both, last 16 of both.
-  struct Pair {
-    __m256i lo, hi;
-  };
-  static Pair prepare(const Block* b) {
-    const __m256i both = load_pair(b[0].qs, b[1].qs);
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    return {_mm256_and_si256(both, mask), _mm256_and_si256(_mm256_srli_epi16(both, 4), mask)};
-  }
+  static Pair prepare(const Block* b) { return prepare_q4_0(b); }
   // Lanes 0-3: partial sums of u . x for block b, lanes 4-7 for block b + 1. Products of 4
   // nibbles (<= 15) and quants (|x| <= 127) fit in int16 before widening.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
@@ -57,15 +26,9 @@ struct WeightQ4_0 {
 
 struct WeightQ8_0 {
   using Block = BlockQ8_0;
+  using Pair = Q8_0Pair;
   static constexpr bool kOffsetBy8 = false;
-  struct Pair {
-    __m256i abs_lo, lo, abs_hi, hi;
-  };
-  static Pair prepare(const Block* b) {
-    const __m256i lo = load_pair(b[0].qs, b[1].qs);
-    const __m256i hi = load_pair(b[0].qs + 16, b[1].qs + 16);
-    return {_mm256_sign_epi8(lo, lo), lo, _mm256_sign_epi8(hi, hi), hi};
-  }
+  static Pair prepare(const Block* b) { return prepare_q8_0(b); }
   // maddubs needs an unsigned operand: |w| * (x * sign(w)). Pair sums reach 2 * 128 * 127, so
   // each half is widened before the two are added.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
@@ -74,137 +37,6 @@ struct WeightQ8_0 {
     return _mm256_add_epi32(sum_pairs_i16(lo), sum_pairs_i16(hi));
   }
 };
-
-// The f16 scales of a group's 8 blocks as floats in lane order (blocks 0, 2, 4, 6, 1, 3, 5, 7).
-// The halves are packed in general-purpose registers, whose ALUs are idle here, leaving the
-// vector shuffle ports to the reduction trees.
-template <typename Block>
-__m256 group_scales(const Block* b) {
-  const auto four = [b](int k) {
-    return static_cast<uint64_t>(b[k].d) | static_cast<uint64_t>(b[k + 2].d) << 16 |
-           static_cast<uint64_t>(b[k + 4].d) << 32 | static_cast<uint64_t>(b[k + 6].d) << 48;
-  };
-  return _mm256_cvtph_ps(
-      _mm_set_epi64x(static_cast<int64_t>(four(1)), static_cast<int64_t>(four(0))));
-}
-
-// One group: R weight rows (pointers to the group's first block) and T activation groups.
-template <typename WB, int R, int T>
-inline void accumulate_group(const typename WB::Block* const (&w)[R], const uint8_t* const (&x)[T],
-                             __m256 (&acc)[R][T]) {
-  // After pairs 0-1 `half` holds [b0 b0 b2 b2 | b1 b1 b3 b3] partial sums; `pending` holds the
-  // first pair of each half-group until its partner arrives.
-  __m256i pending[R][T], half[R][T], sums[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
-  }
-  for (int p = 0; p < kGroup / 2; ++p) {
-    typename WB::Pair wp[R];
-    for (int r = 0; r < R; ++r) wp[r] = WB::prepare(w[r] + 2 * p);
-    for (int t = 0; t < T; ++t) {
-      const auto* xq = reinterpret_cast<const __m256i*>(x[t] + 64 * p);
-      const __m256i x_lo = _mm256_loadu_si256(xq);
-      const __m256i x_hi = _mm256_loadu_si256(xq + 1);
-      for (int r = 0; r < R; ++r) {
-        const __m256i v = WB::products(wp[r], x_lo, x_hi);
-        if (p % 2 == 0) {
-          pending[r][t] = v;
-        } else if (p == 1) {
-          half[r][t] = _mm256_hadd_epi32(pending[r][t], v);
-        } else {
-          sums[r][t] = _mm256_hadd_epi32(half[r][t], _mm256_hadd_epi32(pending[r][t], v));
-        }
-      }
-    }
-  }
-  __m256 dw[R];
-  for (int r = 0; r < R; ++r) dw[r] = group_scales(w[r]);
-  for (int t = 0; t < T; ++t) {
-    const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
-    __m256i offset = _mm256_setzero_si256();
-    if constexpr (WB::kOffsetBy8) {
-      const auto* s = reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset);
-      offset = _mm256_slli_epi32(_mm256_loadu_si256(s), 3);
-    }
-    for (int r = 0; r < R; ++r) {
-      __m256i s = sums[r][t];
-      if constexpr (WB::kOffsetBy8) s = _mm256_sub_epi32(s, offset);
-      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw[r], dx), acc[r][t]);
-    }
-  }
-}
-
-template <typename WB>
-struct QuantTiles {
-  using Block = typename WB::Block;
-
-  template <int R, int T>
-  static void tile(int64_t n, const uint8_t* w, size_t ldw, const uint8_t* x, size_t ldx, float* y,
-                   size_t ldy) {
-    const int64_t nb = n / kQK;
-    const int64_t full = nb / kGroup;
-    const Block* wg[R];
-    const uint8_t* xg[T];
-    for (int r = 0; r < R; ++r) wg[r] = reinterpret_cast<const Block*>(w + r * ldw);
-    for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
-    // matvec streams weights from DRAM with short rows; the hardware prefetchers lose track at
-    // every row, so each group also prefetches its counterpart in the next tile (R rows on,
-    // capped so the lines are still in L1 when needed). 2 threads went from ~21 to ~50 GB/s.
-    const size_t ahead = std::min(R * ldw, kMaxPrefetchBytes);
-    for (int64_t g = 0; g < full; ++g) {
-      if constexpr (T == 1) {
-        for (int r = 0; r < R; ++r) {
-          const char* next = reinterpret_cast<const char*>(wg[r]) + ahead;
-          for (size_t line = 0; line < sizeof(Block) * kGroup; line += 64) {
-            _mm_prefetch(next + line, _MM_HINT_T0);
-          }
-        }
-      }
-      accumulate_group<WB, R, T>(wg, xg, acc);
-      for (int r = 0; r < R; ++r) wg[r] += kGroup;
-      for (int t = 0; t < T; ++t) xg[t] += kActGroupBytes;
-    }
-    if (const int rest = static_cast<int>(nb - full * kGroup); rest > 0) {
-      // The activation row is already zero-padded to whole groups; pad the weights the same
-      // way (zero quants, zero scales contribute exactly nothing).
-      Block padded[R][kGroup];
-      std::memset(padded, 0, sizeof padded);
-      const Block* wp[R];
-      for (int r = 0; r < R; ++r) {
-        std::memcpy(padded[r], wg[r], static_cast<size_t>(rest) * sizeof(Block));
-        wp[r] = padded[r];
-      }
-      accumulate_group<WB, R, T>(wp, xg, acc);
-    }
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(acc[r][t]);
-    }
-  }
-};
-
-template <typename WB>
-void gemm_quant(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-                int64_t nt, float* y, size_t ldy) {
-  // Tile shapes measured on Zen 5: 2 rows x 4 tokens leaves room for the partial trees in
-  // registers; a single token takes 4 rows, so 4 weight streams are in flight.
-  if (nt == 1) {
-    TileSet<QuantTiles<WB>, 4, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
-  } else {
-    TileSet<QuantTiles<WB>, 2, 4>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
-  }
-}
-
-template <typename WB>
-float dot_quant(int64_t n, const void* w, const void* x) {
-  float y;
-  QuantTiles<WB>::template tile<1, 1>(n, static_cast<const uint8_t*>(w), 0,
-                                      static_cast<const uint8_t*>(x), 0, &y, 0);
-  return y;
-}
 
 }  // namespace
 
