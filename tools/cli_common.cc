@@ -35,7 +35,7 @@ int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
 void SessionFlags::add_to(CLI::App& app) {
   app.add_option("-t,--threads", n_threads, "threads to use (default: all hardware threads)")
       ->check(CLI::Range(1, 1024));
-  app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0 = the model's)")
+  app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0 = the model's, at most 4096)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("-b,--batch-size", n_batch, "tokens per forward pass in prompt processing")
       ->check(CLI::Range(1, 1 << 16));

@@ -12,7 +12,7 @@
 namespace hearth {
 
 struct SessionOptions {
-  int32_t n_ctx = 0;      // 0: the model's training context
+  int32_t n_ctx = 0;      // 0: the model's training context, at most 4096
   int32_t n_threads = 0;  // 0: all hardware threads
   int32_t n_batch = 512;  // tokens evaluated per forward pass in prompt processing
   KvType kv_type = KvType::F16;

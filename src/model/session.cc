@@ -29,9 +29,13 @@ Activation to_activation(FfnActivation a) {
   return Activation::Silu;
 }
 
+constexpr int64_t kDefaultMaxCtx = 4096;
+
 int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
   if (o.n_ctx < 0) fail("the context size must not be negative (got ", o.n_ctx, ")");
-  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 1 << 20);
+  // Like llama.cpp, the default is the model's context but at most 4096 tokens: a 128K-token
+  // model would otherwise take gigabytes of KV cache for a short chat.
+  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, kDefaultMaxCtx);
   return static_cast<int32_t>(n);
 }
 
