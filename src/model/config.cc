@@ -57,11 +57,32 @@ constexpr int64_t kMaxDim = int64_t{1} << 20;  // no real model has a hidden siz
 }  // namespace
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
-  if (name == "silu" || name == "swiglu") return FfnActivation::Silu;
-  if (name == "relu" || name == "reglu") return FfnActivation::Relu;
-  if (name == "relu2") return FfnActivation::Relu2;
-  if (name == "gelu" || name == "geglu") return FfnActivation::Gelu;
+  // The GLU names some converters write stand for their gate activation.
+  if (name == "swiglu") name = "silu";
+  if (name == "reglu") name = "relu";
+  if (name == "geglu") name = "gelu";
+  if (const auto act = parse_activation(name)) return from_activation(*act);
   fail(where, ": unknown FFN activation '", name, "' (expected silu, relu, relu2 or gelu)");
+}
+
+Activation to_activation(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::Silu: return Activation::Silu;
+    case FfnActivation::Relu: return Activation::Relu;
+    case FfnActivation::Relu2: return Activation::Relu2;
+    case FfnActivation::Gelu: return Activation::Gelu;
+  }
+  return Activation::Silu;
+}
+
+FfnActivation from_activation(Activation a) {
+  switch (a) {
+    case Activation::Silu: return FfnActivation::Silu;
+    case Activation::Relu: return FfnActivation::Relu;
+    case Activation::Relu2: return FfnActivation::Relu2;
+    case Activation::Gelu: return FfnActivation::Gelu;
+  }
+  return FfnActivation::Silu;
 }
 
 ModelConfig read_config(const gguf::GgufFile& file) {
@@ -106,15 +127,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   return c;
 }
 
-std::string to_string(FfnActivation a) {
-  switch (a) {
-    case FfnActivation::Silu: return "silu";
-    case FfnActivation::Relu: return "relu";
-    case FfnActivation::Relu2: return "relu2";
-    case FfnActivation::Gelu: return "gelu";
-  }
-  return "?";
-}
+std::string to_string(FfnActivation a) { return std::string(activation_name(to_activation(a))); }
 
 std::string to_string(RopeType r) { return r == RopeType::Normal ? "normal" : "neox"; }
 

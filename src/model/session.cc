@@ -5,6 +5,7 @@
 #include <new>
 
 #include "core/error.h"
+#include "model/config.h"
 #include "model/session_impl.h"
 
 namespace hearth {
@@ -18,16 +19,6 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
 void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
 
 namespace {
-
-Activation to_activation(FfnActivation a) {
-  switch (a) {
-    case FfnActivation::Silu: return Activation::Silu;
-    case FfnActivation::Relu: return Activation::Relu;
-    case FfnActivation::Relu2: return Activation::Relu2;
-    case FfnActivation::Gelu: return Activation::Gelu;
-  }
-  return Activation::Silu;
-}
 
 constexpr int64_t kDefaultMaxCtx = 4096;
 

@@ -63,17 +63,6 @@ struct ActQ8 {
   }
 };
 
-void gemm_loop(float (*dot)(int64_t, const void*, const void*), int64_t n, const void* w,
-               size_t ldw, int64_t nr, const void* x, size_t ldx, int64_t nt, float* y,
-               size_t ldy) {
-  for (int64_t t = 0; t < nt; ++t) {
-    for (int64_t r = 0; r < nr; ++r) {
-      y[t * ldy + r] = dot(n, static_cast<const uint8_t*>(w) + r * ldw,
-                           static_cast<const uint8_t*>(x) + t * ldx);
-    }
-  }
-}
-
 }  // namespace
 
 float dot_f32(int64_t n, const void* w, const void* x) { return dot_float<LoadF32>(n, w, x); }
@@ -110,27 +99,6 @@ float dot_q4_0(int64_t n, const void* w, const void* x) {
         fp16_to_fp32(wb[b].d) * a.d(b) * static_cast<float>(isum);
   }
   return reduce_lanes(lanes);
-}
-
-void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy) {
-  gemm_loop(dot_f32, n, w, ldw, nr, x, ldx, nt, y, ldy);
-}
-void gemm_f16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy) {
-  gemm_loop(dot_f16, n, w, ldw, nr, x, ldx, nt, y, ldy);
-}
-void gemm_bf16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy) {
-  gemm_loop(dot_bf16, n, w, ldw, nr, x, ldx, nt, y, ldy);
-}
-void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy) {
-  gemm_loop(dot_q8_0, n, w, ldw, nr, x, ldx, nt, y, ldy);
-}
-void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy) {
-  gemm_loop(dot_q4_0, n, w, ldw, nr, x, ldx, nt, y, ldy);
 }
 
 }  // namespace hearth::cpu::generic

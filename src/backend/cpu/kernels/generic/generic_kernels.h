@@ -32,16 +32,17 @@ float dot_bf16(int64_t n, const void* w, const void* x);
 float dot_q8_0(int64_t n, const void* w, const void* x);
 float dot_q4_0(int64_t n, const void* w, const void* x);
 
-void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy);
-void gemm_f16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy);
-void gemm_bf16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
+// The scalar gemm: every (token, row) pair through the row's reference dot product.
+template <float (*Dot)(int64_t, const void*, const void*)>
+void gemm_rows(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy) {
+  for (int64_t t = 0; t < nt; ++t) {
+    for (int64_t r = 0; r < nr; ++r) {
+      y[t * ldy + r] = Dot(n, static_cast<const uint8_t*>(w) + r * ldw,
+                           static_cast<const uint8_t*>(x) + t * ldx);
+    }
+  }
+}
 
 // The whole scalar table.
 Kernels kernels();
