@@ -27,6 +27,14 @@ class Model {
   uint64_t weight_bytes_per_token() const;
   uint64_t file_bytes() const;
 
+  // Whether every FFN layer has a predictor (blk.N.fc1/fc2), so SparseMode::Predictor can run.
+  bool has_predictors() const;
+  // The predictor threshold stored in the file (hearth.sparse_threshold, else
+  // powerinfer.sparse_threshold, else 0).
+  float sparse_threshold() const;
+  // Whether the file is a PowerInfer model (magic PWRI).
+  bool is_powerinfer() const;
+
   // Tokenizer.
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
   std::string token_to_piece(int32_t id) const;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 
@@ -16,6 +17,37 @@ struct SessionOptions {
   int32_t n_threads = 0;  // 0: all hardware threads
   int32_t n_batch = 512;  // tokens evaluated per forward pass in prompt processing
   KvType kv_type = KvType::F16;
+  SparseMode sparse = SparseMode::Auto;
+  // Predictor threshold: a neuron is active iff its score >= this. NaN: the model's
+  // (hearth.sparse_threshold or powerinfer.sparse_threshold, else 0).
+  float sparse_threshold = std::numeric_limits<float>::quiet_NaN();
+  // In Predictor mode, also compute every neuron's true activation and count how well the
+  // predictors did (recall, precision in SparseStats). Costs a dense gate; for measurement only.
+  bool sparse_audit = false;
+};
+
+// FFN neuron counts and weight traffic accumulated since the session was made (or
+// reset_stats()). Neuron counts are summed over layers and decoded tokens.
+struct SparseStats {
+  uint64_t tokens = 0;           // tokens that went through the FFN
+  uint64_t neurons_total = 0;    // n_ff per layer per token
+  uint64_t neurons_active = 0;   // neurons computed
+  uint64_t weight_bytes = 0;     // weight bytes read (all matrices, embeddings excluded)
+  // Audit (SessionOptions::sparse_audit): neurons truly active, and those both truly active and
+  // predicted.
+  uint64_t audit_true = 0;
+  uint64_t audit_hit = 0;
+
+  double sparsity() const {
+    return neurons_total ? 1.0 - static_cast<double>(neurons_active) / neurons_total : 0.0;
+  }
+  double bytes_per_token() const {
+    return tokens ? static_cast<double>(weight_bytes) / tokens : 0.0;
+  }
+  double recall() const { return audit_true ? static_cast<double>(audit_hit) / audit_true : 1.0; }
+  double precision() const {
+    return neurons_active ? static_cast<double>(audit_hit) / neurons_active : 1.0;
+  }
 };
 
 class Session {
@@ -38,6 +70,10 @@ class Session {
   int32_t n_ctx() const;
   int32_t n_threads() const;
   void reset();            // forget the context
+
+  SparseMode sparse_mode() const;  // as resolved at construction (never Auto)
+  const SparseStats& sparse_stats() const;
+  void reset_stats();
 
   const Model& model() const;
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace hearth {
 
@@ -14,6 +15,19 @@ enum class RopeType { Normal, Neox };  // adjacent pairs (llama) or halves (neox
 
 // Element type of the KV cache.
 enum class KvType { F32, F16 };
+
+// Which FFN neurons a decode step computes (--sparse).
+//   Dense:     all of them.
+//   Oracle:    compute the gate (or up, for ungated FFNs) exactly, then skip the neurons whose
+//              activation is exactly zero; for ReLU-family models the output equals Dense.
+//   Predictor: the neurons the model's per-layer predictors (fc1 -> relu -> fc2 >= threshold)
+//              select; the model must have predictors.
+//   Auto:      Predictor when the model has predictors, else Dense.
+enum class SparseMode { Dense, Oracle, Predictor, Auto };
+
+// "dense", "oracle", "predictor", "auto"; throws hearth::Error on anything else.
+SparseMode parse_sparse_mode(std::string_view name);
+std::string to_string(SparseMode m);
 
 // Hyper-parameters of a loaded model, read from GGUF metadata.
 struct ModelConfig {
@@ -33,6 +47,8 @@ struct ModelConfig {
   RopeType rope_type = RopeType::Normal;
   FfnActivation ffn_act = FfnActivation::Silu;
   bool ffn_gated = true;    // has ffn_gate
+  bool ffn_up_relu = false; // dReLU (bamboo): the activation applies to up as well as to the gate
+  float sparse_threshold = 0.0f;  // predictor threshold stored in the file
   bool tied_output = false; // output projection reuses token_embd
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

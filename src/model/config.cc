@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -10,13 +11,18 @@ namespace {
 
 // Per-architecture facts that GGUF metadata does not carry. Adding an architecture with the Llama
 // block structure is one row here plus its weight list in model/arch/.
+// `sparse_act` is the activation of the architecture's PowerInfer (PWRI) files, which carry no
+// activation key: PowerInfer's sparse graph is ReLU-only (ReGLU for llama, dReLU for bamboo).
 struct ArchTraits {
   std::string_view name;
   RopeType rope_type;
   FfnActivation default_act;
+  FfnActivation sparse_act;
+  bool up_relu;  // dReLU: relu(gate) * relu(up)
 };
-constexpr std::array<ArchTraits, 1> kArchs = {{
-    {"llama", RopeType::Normal, FfnActivation::Silu},
+constexpr std::array<ArchTraits, 2> kArchs = {{
+    {"llama", RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false},
+    {"bamboo", RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true},
 }};
 
 class KeyReader {
@@ -53,6 +59,18 @@ class KeyReader {
 };
 
 constexpr int64_t kMaxDim = int64_t{1} << 20;  // no real model has a hidden size near 1M
+
+// Our key first; PowerInfer's (not arch-prefixed) for its files; default 0 (score >= 0, i.e. a
+// predicted probability of at least one half).
+float read_sparse_threshold(const gguf::GgufFile& file) {
+  for (const char* key : {"hearth.sparse_threshold", "powerinfer.sparse_threshold"}) {
+    if (const auto v = file.get_float(key)) {
+      if (!std::isfinite(*v)) fail(file.path(), ": metadata key '", key, "' is not finite");
+      return static_cast<float>(*v);
+    }
+  }
+  return 0.0f;
+}
 
 }  // namespace
 
@@ -94,7 +112,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   for (const auto& t : kArchs) {
     if (t.name == c.arch) traits = &t;
   }
-  if (!traits) fail(file.path(), ": unsupported architecture '", c.arch, "' (supported: llama)");
+  if (!traits) fail(file.path(), ": unsupported architecture '", c.arch, "' (supported: llama, bamboo)");
   if (auto name = file.get_string("general.name")) c.name = std::string(*name);
 
   const KeyReader keys(file, c.arch);
@@ -119,10 +137,12 @@ ModelConfig read_config(const gguf::GgufFile& file) {
     fail(file.path(), ": layer_norm_rms_epsilon and rope.freq_base must be positive");
   }
   c.rope_type = traits->rope_type;
-  c.ffn_act = traits->default_act;
+  c.ffn_act = file.is_powerinfer() ? traits->sparse_act : traits->default_act;
+  c.ffn_up_relu = traits->up_relu;
   if (auto act = file.get_string("hearth.ffn_activation")) {
     c.ffn_act = parse_ffn_activation(*act, file.path() + ": metadata key 'hearth.ffn_activation'");
   }
+  c.sparse_threshold = read_sparse_threshold(file);
   // n_vocab, ffn_gated and tied_output come from the tensors (see model/arch/).
   return c;
 }
@@ -130,5 +150,27 @@ ModelConfig read_config(const gguf::GgufFile& file) {
 std::string to_string(FfnActivation a) { return std::string(activation_name(to_activation(a))); }
 
 std::string to_string(RopeType r) { return r == RopeType::Normal ? "normal" : "neox"; }
+
+}  // namespace hearth
+
+namespace hearth {
+
+SparseMode parse_sparse_mode(std::string_view name) {
+  if (name == "dense") return SparseMode::Dense;
+  if (name == "oracle") return SparseMode::Oracle;
+  if (name == "predictor") return SparseMode::Predictor;
+  if (name == "auto") return SparseMode::Auto;
+  fail("unknown sparse mode '", name, "' (expected dense, oracle, predictor or auto)");
+}
+
+std::string to_string(SparseMode m) {
+  switch (m) {
+    case SparseMode::Dense: return "dense";
+    case SparseMode::Oracle: return "oracle";
+    case SparseMode::Predictor: return "predictor";
+    case SparseMode::Auto: return "auto";
+  }
+  return "dense";
+}
 
 }  // namespace hearth

@@ -30,12 +30,17 @@ uint64_t Model::weight_bytes_per_token() const {
   const Weights& w = impl_->weights;
   uint64_t total = w.output.bytes();
   for (const LayerWeights& l : w.layers) {
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down}) {
+    const Matrix& down = l.ffn_down.present() ? l.ffn_down : l.ffn_down_t;
+    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &down}) {
       if (m->present()) total += m->bytes();
     }
   }
   return total;
 }
+
+bool Model::has_predictors() const { return impl_->weights.layers.front().has_predictor(); }
+float Model::sparse_threshold() const { return impl_->config.sparse_threshold; }
+bool Model::is_powerinfer() const { return impl_->file->is_powerinfer(); }
 
 std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
   return impl_->tokenizer->encode(text, add_bos, parse_special);

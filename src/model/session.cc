@@ -1,6 +1,7 @@
 #include "hearth/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 
@@ -30,6 +31,17 @@ int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
   return static_cast<int32_t>(n);
 }
 
+SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
+  if (requested == SparseMode::Auto) {
+    return m.has_predictors() ? SparseMode::Predictor : SparseMode::Dense;
+  }
+  if (requested == SparseMode::Predictor && !m.has_predictors()) {
+    fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
+         "not have; make them with hearth calibrate, or use --sparse oracle");
+  }
+  return requested;
+}
+
 }  // namespace
 
 Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
@@ -39,7 +51,11 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       n_ctx(resolve_ctx(o, config)),
       n_batch(std::clamp(o.n_batch, 1, n_ctx)),
       ctx(std::max(1, o.n_threads)),
-      act(to_activation(config.ffn_act)) {
+      act(to_activation(config.ffn_act)),
+      sparse_mode(resolve_sparse_mode(o.sparse, *model_ref)),
+      sparse_threshold(std::isnan(o.sparse_threshold) ? config.sparse_threshold
+                                                      : o.sparse_threshold),
+      sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor) {
   const ModelConfig& c = config;
   attn.n_head = static_cast<int>(c.n_head);
   attn.n_head_kv = static_cast<int>(c.n_head_kv);
@@ -108,5 +124,8 @@ int32_t Session::n_ctx() const { return impl_->n_ctx; }
 int32_t Session::n_threads() const { return impl_->ctx.n_threads(); }
 void Session::reset() { impl_->n_past = 0; }
 const Model& Session::model() const { return *impl_->model_ref; }
+SparseMode Session::sparse_mode() const { return impl_->sparse_mode; }
+const SparseStats& Session::sparse_stats() const { return impl_->stats; }
+void Session::reset_stats() { impl_->stats = SparseStats{}; }
 
 }  // namespace hearth

@@ -44,6 +44,10 @@ struct Session::Impl {
   AttentionParams attn;
   RopeTable rope;
   Activation act;
+  SparseMode sparse_mode;   // resolved: never Auto
+  float sparse_threshold;
+  bool sparse_audit;
+  SparseStats stats;
   int32_t n_past = 0;
 
   std::vector<AlignedBuffer> k_cache;  // per layer [n_ctx, n_head_kv, head_dim]

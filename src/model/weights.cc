@@ -6,8 +6,25 @@
 namespace hearth {
 namespace {
 
+std::string dim_str(int64_t d) { return d == kAnyDim ? std::string("any") : std::to_string(d); }
 std::string shape_str(int64_t ne0, int64_t ne1) {
-  return ne1 == 1 ? str_cat("[", ne0, "]") : str_cat("[", ne0, ", ", ne1, "]");
+  return ne1 == 1 ? str_cat("[", dim_str(ne0), "]")
+                  : str_cat("[", dim_str(ne0), ", ", dim_str(ne1), "]");
+}
+
+void check_layers(const std::string& path, const std::vector<LayerWeights>& layers) {
+  const bool predictors = layers.front().has_predictor();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    if (l.ffn_down.present() == l.ffn_down_t.present()) {
+      fail(path, ": layer ", i, " must have exactly one of 'blk.", i, ".ffn_down.weight' and 'blk.",
+           i, ".ffn_down_t.weight'");
+    }
+    if (l.fc1.present() != l.fc2.present() || l.has_predictor() != predictors) {
+      fail(path, ": the predictor tensors 'blk.N.fc1.weight' and 'blk.N.fc2.weight' must be in "
+           "every layer or in none (layer ", i, " differs)");
+    }
+  }
 }
 
 // Norm weights are used as f32 directly; other float types are widened once at load.
@@ -45,7 +62,9 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
       return;
     }
     const int64_t ne1 = t->n_dims >= 2 ? t->ne[1] : 1;
-    if (t->ne[0] != spec.ne0 || ne1 != spec.ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    const bool ne0_ok = spec.ne0 == kAnyDim || t->ne[0] == spec.ne0;
+    const bool ne1_ok = spec.ne1 == kAnyDim || ne1 == spec.ne1;
+    if (!ne0_ok || !ne1_ok || t->ne[2] != 1 || t->ne[3] != 1) {
       fail(file.path(), ": tensor '", spec.name, "' has shape ", shape_str(t->ne[0], ne1),
            ", expected ", shape_str(spec.ne0, spec.ne1));
     }
@@ -62,9 +81,10 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
       }
       return;
     }
-    *spec.matrix = Matrix{static_cast<DType>(t->type), t->data, spec.ne1, spec.ne0};
+    *spec.matrix = Matrix{static_cast<DType>(t->type), t->data, ne1, t->ne[0]};
   });
 
+  check_layers(file.path(), w.layers);
   config.tied_output = !w.output.present();
   if (config.tied_output) w.output = w.token_embd;
   const auto& l0 = w.layers.front();

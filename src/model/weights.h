@@ -36,7 +36,13 @@ struct LayerWeights {
   const float* ffn_norm = nullptr;   // [n_embd]
   Matrix ffn_gate;                   // [n_ff, n_embd]   (absent for plain-ReLU FFNs)
   Matrix ffn_up;                     // [n_ff, n_embd]
-  Matrix ffn_down;                   // [n_embd, n_ff]
+  Matrix ffn_down;                   // [n_embd, n_ff]   (or, neuron-major, ffn_down_t)
+  Matrix ffn_down_t;                 // [n_ff, n_embd]   row i = the output column of neuron i
+  // Activation predictor (PowerInfer's): score = fc2 · relu(fc1 · p). Its width H varies per layer.
+  Matrix fc1;                        // [H, n_embd]
+  Matrix fc2;                        // [n_ff, H]
+
+  bool has_predictor() const { return fc1.present() && fc2.present(); }
 };
 
 struct Weights {
@@ -48,6 +54,9 @@ struct Weights {
 };
 
 // One entry of an architecture's weight list. Exactly one of `matrix` / `vector` is set.
+// kAnyDim in a spec accepts any size (the predictors' hidden width).
+inline constexpr int64_t kAnyDim = -1;
+
 struct WeightSpec {
   std::string name;
   int64_t ne0 = 0;  // contiguous dimension
@@ -63,7 +72,8 @@ using WeightVisitor = std::function<void(const WeightSpec&)>;
 void visit_llama_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit);
 
 // Binds every weight of the list to its tensor in the file, checking names, shapes and types, and
-// completes config.n_vocab / ffn_gated / tied_output from what the file holds.
+// completes config.n_vocab / ffn_gated / tied_output from what the file holds. Every layer has
+// exactly one of ffn_down / ffn_down_t, and either every layer has a predictor or none has.
 Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config);
 
 }  // namespace hearth
