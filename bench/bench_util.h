@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -37,6 +39,21 @@ inline std::vector<float> random_activations(int64_t n, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = normal(rng);
   return v;
+}
+
+// The WeightSet for these arguments. Keeps only the last set (consecutive benchmarks share it),
+// so memory stays at one set.
+inline const WeightSet& cached_weights(DType t, int64_t rows, int64_t cols, size_t min_bytes) {
+  using Key = std::tuple<DType, int64_t, int64_t, size_t>;
+  static Key key;
+  static std::unique_ptr<WeightSet> set;
+  const Key wanted{t, rows, cols, min_bytes};
+  if (!set || key != wanted) {
+    set.reset();
+    set = std::make_unique<WeightSet>(t, rows, cols, min_bytes);
+    key = wanted;
+  }
+  return *set;
 }
 
 // Total bytes of weight copies for the DRAM-bound benchmarks: well past any L3.

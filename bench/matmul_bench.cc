@@ -3,9 +3,6 @@
 // Args: {rows, cols, threads} for matvec, {rows, cols, tokens, threads} for matmul.
 #include <benchmark/benchmark.h>
 
-#include <memory>
-#include <tuple>
-
 #include "backend/cpu/context.h"
 #include "bench_util.h"
 #include "ops/matmul.h"
@@ -13,24 +10,10 @@
 namespace hearth::bench {
 namespace {
 
-// Keeps only the last set (consecutive benchmarks share it), so memory stays at one set.
-const WeightSet& weights(DType t, int64_t rows, int64_t cols, size_t min_bytes) {
-  using Key = std::tuple<DType, int64_t, int64_t, size_t>;
-  static Key key;
-  static std::unique_ptr<WeightSet> set;
-  const Key wanted{t, rows, cols, min_bytes};
-  if (!set || key != wanted) {
-    set.reset();
-    set = std::make_unique<WeightSet>(t, rows, cols, min_bytes);
-    key = wanted;
-  }
-  return *set;
-}
-
 void bm_matvec(benchmark::State& state, DType t) {
   const int64_t rows = state.range(0), cols = state.range(1);
   cpu::CpuContext ctx(static_cast<int>(state.range(2)));
-  const WeightSet& w = weights(t, rows, cols, kColdBytes);
+  const WeightSet& w = cached_weights(t, rows, cols, kColdBytes);
   const auto x = random_activations(cols, 1);
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
@@ -48,7 +31,7 @@ void bm_matmul(benchmark::State& state, DType t) {
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   cpu::CpuContext ctx(static_cast<int>(state.range(3)));
   // Compute-bound: one matrix is enough, the cache state hardly matters.
-  const WeightSet& w = weights(t, rows, cols, 0);
+  const WeightSet& w = cached_weights(t, rows, cols, 0);
   const auto x = random_activations(n * cols, 2);
   std::vector<float> y(static_cast<size_t>(rows * n));
   for (auto _ : state) {

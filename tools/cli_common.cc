@@ -32,7 +32,7 @@ int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
   return 1;
 }
 
-void SessionFlags::add_to(CLI::App& app) {
+void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_option("-t,--threads", n_threads, "threads to use (default: all hardware threads)")
       ->check(CLI::Range(1, 1024));
   app.add_option("-c,--ctx-size", n_ctx, "context size in tokens (0 = the model's, at most 4096)")
@@ -41,6 +41,30 @@ void SessionFlags::add_to(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
   app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  auto* s = app.add_option("--sparse", sparse,
+                           sparse_repeatable
+                               ? "FFN sparsity: dense, oracle, predictor or auto (default); repeat "
+                                 "to compare modes"
+                               : "FFN sparsity: dense, oracle, predictor or auto (default)")
+                ->type_name("MODE")
+                ->check(
+                    [](const std::string& v) {
+                      try {
+                        parse_sparse_mode(v);
+                        return std::string();
+                      } catch (const Error& e) {
+                        return std::string(e.what());
+                      }
+                    },
+                    "");
+  if (sparse_repeatable) {
+    s->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  } else {
+    s->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  app.add_option("--sparse-threshold", sparse_threshold,
+                 "predictor threshold: a neuron is active iff its score >= F (default: the model's)")
+      ->type_name("F");
 }
 
 SessionOptions SessionFlags::options() const {
@@ -49,7 +73,16 @@ SessionOptions SessionFlags::options() const {
   o.n_ctx = n_ctx;
   o.n_batch = n_batch;
   o.kv_type = kv_type == "f32" ? KvType::F32 : KvType::F16;
+  o.sparse = sparse_modes().front();
+  o.sparse_threshold = sparse_threshold;
   return o;
+}
+
+std::vector<SparseMode> SessionFlags::sparse_modes() const {
+  std::vector<SparseMode> modes;
+  for (const auto& s : sparse) modes.push_back(parse_sparse_mode(s));
+  if (modes.empty()) modes.push_back(SparseMode::Auto);
+  return modes;
 }
 
 std::string read_prompt(const std::string& text, const std::string& file) {

@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "hearth/session.h"
 
@@ -15,15 +17,26 @@ namespace hearth::cli {
 // "hearth <command>: error: ..." and exit code 1; --help prints usage and exits 0.
 int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
-// -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type
+// -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --sparse MODE,
+// --sparse-threshold F
 struct SessionFlags {
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
   int32_t n_batch = 512;
   std::string kv_type = "f16";
   bool no_mmap = false;
-  void add_to(CLI::App& app);
+  // --sparse MODE (dense, oracle, predictor, auto), checked with parse_sparse_mode while the
+  // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get
+  // more than one.
+  std::vector<std::string> sparse;
+  float sparse_threshold = std::numeric_limits<float>::quiet_NaN();  // NaN: the model's
+
+  // Adds the flags to `app`. sparse_repeatable: --sparse may be given several times (bench).
+  void add_to(CLI::App& app, bool sparse_repeatable = false);
+  // The options of the first (or only) --sparse mode.
   SessionOptions options() const;
+  // Every --sparse mode in the order given ({Auto} when none was).
+  std::vector<SparseMode> sparse_modes() const;
 };
 
 // The prompt text of -p TEXT or -f FILE (exactly one may be given; neither means empty).

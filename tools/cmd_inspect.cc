@@ -32,8 +32,8 @@ void print_config(const gguf::GgufFile& file) {
     std::printf("  n_head %lld  n_head_kv %lld  head_dim %lld  n_rot %lld  n_ctx_train %lld\n",
                 (long long)c.n_head, (long long)c.n_head_kv, (long long)c.head_dim,
                 (long long)c.n_rot, (long long)c.n_ctx_train);
-    std::printf("  rms_eps %g  rope %s, freq_base %g\n", c.rms_eps, to_string(c.rope_type).c_str(),
-                c.rope_freq_base);
+    std::printf("  norm %s, eps %g  rope %s, freq_base %g\n", to_string(c.norm).c_str(),
+                c.norm_eps, to_string(c.rope_type).c_str(), c.rope_freq_base);
     std::printf("  ffn %s%s  output %s\n", c.ffn_gated ? "gated " : "", to_string(c.ffn_act).c_str(),
                 c.tied_output ? "tied to token_embd" : "separate");
   } catch (const Error& e) {

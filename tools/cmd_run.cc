@@ -63,10 +63,11 @@ int cmd_run(int argc, char** argv) {
            session.n_ctx(), " tokens (raise -c)");
     }
     const ModelConfig& c = model->config();
-    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads (%.2f s)\n",
+    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads, sparse %s (%.2f s)\n",
                  model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
                  (long long)c.n_ff, model->file_bytes() / 1048576.0, session.n_ctx(),
-                 session.n_threads(), seconds_since(t_load));
+                 session.n_threads(), to_string(session.sparse_mode()).c_str(),
+                 seconds_since(t_load));
 
     write_out(text);
 
@@ -102,6 +103,13 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "hearth: prompt %zu tokens in %.3f s (%.2f tokens/s); generated %d tokens in %.3f s (%.2f tokens/s)\n",
                  tokens.size(), prompt_s, tokens.size() / prompt_s, n_gen, gen_s,
                  n_gen > 0 ? n_gen / gen_s : 0.0);
+    if (session.sparse_mode() != SparseMode::Dense) {
+      const SparseStats& st = session.sparse_stats();
+      std::fprintf(stderr, "hearth: sparse mode %s: FFN sparsity %.3f (%.1f of %lld neurons per layer and token)\n",
+                   to_string(session.sparse_mode()).c_str(), st.sparsity(),
+                   st.tokens ? static_cast<double>(st.neurons_active) / st.tokens / c.n_layer : 0.0,
+                   (long long)c.n_ff);
+    }
     return 0;
   });
 }

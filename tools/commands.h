@@ -8,5 +8,6 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 
 }  // namespace hearth::cli

@@ -18,12 +18,13 @@ constexpr Command kCommands[] = {
     {"inspect", hearth::cli::cmd_inspect, "show a GGUF model's metadata and tensors"},
     {"synth", hearth::cli::cmd_synth, "write a random Llama-shaped GGUF model"},
     {"bench", hearth::cli::cmd_bench, "measure prompt and generation speed and the roofline"},
+    {"perplexity", hearth::cli::cmd_perplexity, "perplexity of a text, optionally against dense"},
 };
 
 void usage(std::FILE* out) {
   std::fprintf(out, "usage: hearth <command> [options]   (hearth <command> --help for details)\n\ncommands:\n");
   for (const auto& c : kCommands) {
-    std::fprintf(out, "  %-10.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+    std::fprintf(out, "  %-11.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.help.size()), c.help.data());
   }
 }

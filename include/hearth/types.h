@@ -11,7 +11,11 @@ namespace hearth {
 // used when the model has ffn_gate; otherwise the activation applies to up directly.
 enum class FfnActivation { Silu, Relu, Relu2, Gelu };
 
-enum class RopeType { Normal, Neox };  // adjacent pairs (llama) or halves (neox)
+// Rotary embedding: adjacent pairs (llama), halves (neox: falcon), or none (opt: learned
+// absolute positions).
+enum class RopeType { None, Normal, Neox };
+
+enum class NormType { Rms, Layer };  // RMSNorm (llama) or LayerNorm with bias (falcon, opt)
 
 // Element type of the KV cache.
 enum class KvType { F32, F16 };
@@ -41,8 +45,9 @@ struct ModelConfig {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;  // n_embd / n_head
   int64_t n_rot = 0;     // rotary dimensions per head (<= head_dim)
-  int64_t n_ctx_train = 0;
-  float rms_eps = 1e-5f;
+  int64_t n_ctx_train = 0;  // opt: the positions it has learned embeddings for
+  NormType norm = NormType::Rms;
+  float norm_eps = 1e-5f;  // layer_norm_rms_epsilon or layer_norm_epsilon, per `norm`
   float rope_freq_base = 10000.0f;
   RopeType rope_type = RopeType::Normal;
   FfnActivation ffn_act = FfnActivation::Silu;
@@ -56,5 +61,6 @@ struct ModelConfig {
 
 std::string to_string(FfnActivation a);
 std::string to_string(RopeType r);
+std::string to_string(NormType n);
 
 }  // namespace hearth

@@ -9,21 +9,47 @@
 namespace hearth {
 namespace {
 
-// Per-architecture facts that GGUF metadata does not carry. Adding an architecture with the Llama
-// block structure is one row here plus its weight list in model/arch/.
+// Per-architecture facts that GGUF metadata does not carry. An architecture with an existing block
+// structure (ArchFamily) is one row here; a new family adds its weight list (model/arch/) and its
+// forward pass (model/forward_<family>.cc).
 // `sparse_act` is the activation of the architecture's PowerInfer (PWRI) files, which carry no
-// activation key: PowerInfer's sparse graph is ReLU-only (ReGLU for llama, dReLU for bamboo).
+// activation key: PowerInfer's sparse graph is ReLU-only (ReGLU for llama, dReLU for bamboo,
+// relu(up) for falcon and opt). Dense falcon GGUFs (llama.cpp's converter) are GELU models.
+// `n_ctx_train` is the default of {arch}.context_length (opt: its 2050 learned positions, of which
+// the first two are an offset; see arch/opt.cc).
 struct ArchTraits {
   std::string_view name;
+  ArchFamily family;
+  NormType norm;
   RopeType rope_type;
   FfnActivation default_act;
   FfnActivation sparse_act;
   bool up_relu;  // dReLU: relu(gate) * relu(up)
+  int64_t n_ctx_train;
 };
-constexpr std::array<ArchTraits, 2> kArchs = {{
-    {"llama", RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false},
-    {"bamboo", RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true},
+constexpr std::array<ArchTraits, 4> kArchs = {{
+    {"llama", ArchFamily::Llama, NormType::Rms, RopeType::Normal, FfnActivation::Silu,
+     FfnActivation::Relu, false, 2048},
+    {"bamboo", ArchFamily::Llama, NormType::Rms, RopeType::Normal, FfnActivation::Relu,
+     FfnActivation::Relu, true, 2048},
+    {"falcon", ArchFamily::Falcon, NormType::Layer, RopeType::Neox, FfnActivation::Gelu,
+     FfnActivation::Relu, false, 2048},
+    {"opt", ArchFamily::Opt, NormType::Layer, RopeType::None, FfnActivation::Relu,
+     FfnActivation::Relu, false, 2050},
 }};
+
+const ArchTraits* find_arch(std::string_view name) {
+  for (const auto& t : kArchs) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string supported_archs() {
+  std::string s;
+  for (const auto& t : kArchs) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
 
 class KeyReader {
  public:
@@ -72,7 +98,25 @@ float read_sparse_threshold(const gguf::GgufFile& file) {
   return 0.0f;
 }
 
+// Falcon's fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder them so all Q heads
+// come first, then K, then V ("jploski"); that is the only layout Hearth reads.
+void check_falcon_layout(const gguf::GgufFile& file) {
+  const auto layout = file.get_string("falcon.tensor_data_layout");
+  if (layout && *layout != "jploski") {
+    fail(file.path(), ": metadata key 'falcon.tensor_data_layout' = '", *layout,
+         "' is not supported (Hearth reads the 'jploski' layout: all Q heads, then K, then V)");
+  }
+}
+
 }  // namespace
+
+ArchFamily arch_family(const ModelConfig& config) {
+  const ArchTraits* traits = find_arch(config.arch);
+  if (!traits) {
+    fail("unsupported architecture '", config.arch, "' (supported: ", supported_archs(), ")");
+  }
+  return traits->family;
+}
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
   // The GLU names some converters write stand for their gate activation.
@@ -108,11 +152,11 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   const auto arch = file.get_string("general.architecture");
   if (!arch) fail(file.path(), ": missing metadata key 'general.architecture'");
   c.arch = std::string(*arch);
-  const ArchTraits* traits = nullptr;
-  for (const auto& t : kArchs) {
-    if (t.name == c.arch) traits = &t;
+  const ArchTraits* traits = find_arch(c.arch);
+  if (!traits) {
+    fail(file.path(), ": unsupported architecture '", c.arch, "' (supported: ", supported_archs(),
+         ")");
   }
-  if (!traits) fail(file.path(), ": unsupported architecture '", c.arch, "' (supported: llama, bamboo)");
   if (auto name = file.get_string("general.name")) c.name = std::string(*name);
 
   const KeyReader keys(file, c.arch);
@@ -121,7 +165,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.n_ff = keys.required_int("feed_forward_length", 1, 16 * kMaxDim);
   c.n_head = keys.required_int("attention.head_count", 1, c.n_embd);
   c.n_head_kv = keys.optional_int("attention.head_count_kv", c.n_head, 1, c.n_head);
-  c.n_ctx_train = keys.optional_int("context_length", 2048, 1, int64_t{1} << 24);
+  c.n_ctx_train = keys.optional_int("context_length", traits->n_ctx_train, 1, int64_t{1} << 24);
   if (c.n_embd % c.n_head != 0) {
     fail(file.path(), ": embedding_length ", c.n_embd, " is not divisible by head_count ", c.n_head);
   }
@@ -131,12 +175,17 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.head_dim = c.n_embd / c.n_head;
   c.n_rot = keys.optional_int("rope.dimension_count", c.head_dim, 2, c.head_dim);
   if (c.n_rot % 2 != 0) fail(file.path(), ": rope.dimension_count ", c.n_rot, " is odd");
-  c.rms_eps = static_cast<float>(keys.optional_float("attention.layer_norm_rms_epsilon", 1e-5));
+  c.norm = traits->norm;
+  const char* eps_key = c.norm == NormType::Rms ? "attention.layer_norm_rms_epsilon"
+                                                : "attention.layer_norm_epsilon";
+  c.norm_eps = static_cast<float>(keys.optional_float(eps_key, 1e-5));
   c.rope_freq_base = static_cast<float>(keys.optional_float("rope.freq_base", 10000.0));
-  if (!(c.rms_eps > 0) || !(c.rope_freq_base > 0)) {
-    fail(file.path(), ": layer_norm_rms_epsilon and rope.freq_base must be positive");
+  if (!(c.norm_eps > 0) || !(c.rope_freq_base > 0)) {
+    fail(file.path(), ": ", c.arch, ".", eps_key, " and ", c.arch,
+         ".rope.freq_base must be positive");
   }
   c.rope_type = traits->rope_type;
+  if (traits->family == ArchFamily::Falcon) check_falcon_layout(file);
   c.ffn_act = file.is_powerinfer() ? traits->sparse_act : traits->default_act;
   c.ffn_up_relu = traits->up_relu;
   if (auto act = file.get_string("hearth.ffn_activation")) {
@@ -149,7 +198,16 @@ ModelConfig read_config(const gguf::GgufFile& file) {
 
 std::string to_string(FfnActivation a) { return std::string(activation_name(to_activation(a))); }
 
-std::string to_string(RopeType r) { return r == RopeType::Normal ? "normal" : "neox"; }
+std::string to_string(RopeType r) {
+  switch (r) {
+    case RopeType::None: return "none";
+    case RopeType::Normal: return "normal";
+    case RopeType::Neox: return "neox";
+  }
+  return "normal";
+}
+
+std::string to_string(NormType n) { return n == NormType::Rms ? "rms" : "layer"; }
 
 }  // namespace hearth
 

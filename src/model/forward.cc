@@ -1,77 +1,18 @@
-// The Llama-family forward pass, written as direct calls layer by layer (DESIGN.md section 5).
-// Decode (one token) uses matrix-vector products; prompt chunks use matrix-matrix products.
-#include "core/quantize.h"
+// Session::Impl::forward: the architecture family's pass (forward_<family>.cc), then the
+// bookkeeping every family shares.
 #include "model/session_impl.h"
-#include "ops/matmul.h"
-#include "ops/norm.h"
-#include "ops/vec.h"
 
 namespace hearth {
-namespace {
-
-// y[n, m.rows] = x[n, m.cols] · m^T
-void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
-  if (n == 1) {
-    matvec(ctx, m.type, m.data, m.rows, m.cols, x, y);
-  } else {
-    matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
-  }
-}
-
-}  // namespace
 
 void Session::Impl::forward(const int32_t* tokens, int64_t n, float* all_logits) {
-  const ModelConfig& c = config;
-  const Weights& w = model.weights;
-  const cpu::Isa isa = ctx.isa();
-  const int64_t n_embd = c.n_embd, n_ff = c.n_ff;
-  const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
-  const int64_t pos0 = n_past;
-  float* const xs = x.f32();
-  float* const xns = xn.f32();
-
-  for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), xs + t * n_embd, n_embd);
-  }
-
-  for (size_t il = 0; il < w.layers.size(); ++il) {
-    const LayerWeights& l = w.layers[il];
-    // Attention block: x += wo · attention(rope(wq · norm(x)), kv cache)
-    rms_norm_rows(ctx, xs, l.attn_norm, c.rms_eps, n, n_embd, xns);
-    linear(ctx, l.wq, xns, n, q.f32());
-    linear(ctx, l.wk, xns, n, k.f32());
-    linear(ctx, l.wv, xns, n, v.f32());
-    rope.apply(q.f32(), n, n_head, head_dim, pos0);
-    rope.apply(k.f32(), n, static_cast<int>(c.n_head_kv), head_dim, pos0);
-    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
-    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
-    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
-              attn_ws.data());
-    linear(ctx, l.wo, att.f32(), n, xns);
-    vec_add(isa, xs, xns, n * n_embd);
-
-    // FFN block: x += down · act(gate · norm(x)) ⊙ (up · norm(x))   (or down · act(up · norm(x)))
-    rms_norm_rows(ctx, xs, l.ffn_norm, c.rms_eps, n, n_embd, xns);
-    linear(ctx, l.ffn_up, xns, n, up.f32());
-    if (l.ffn_gate.present()) {
-      linear(ctx, l.ffn_gate, xns, n, gate.f32());
-      glu(ctx, act, gate.f32(), up.f32(), n * n_ff, gate.f32());
-    } else {
-      activate(isa, act, up.f32(), n * n_ff, gate.f32());
-    }
-    linear(ctx, l.ffn_down, gate.f32(), n, xns);
-    vec_add(isa, xs, xns, n * n_embd);
+  switch (model.family) {
+    case ArchFamily::Llama: forward_llama(tokens, n, all_logits); break;
+    case ArchFamily::Falcon: forward_falcon(tokens, n, all_logits); break;
+    case ArchFamily::Opt: forward_opt(tokens, n, all_logits); break;
   }
   n_past += static_cast<int32_t>(n);
-
-  if (all_logits) {
-    rms_norm_rows(ctx, xs, w.output_norm, c.rms_eps, n, n_embd, xns);
-    linear(ctx, w.output, xns, n, all_logits);
-  } else {
-    const float* last = xs + (n - 1) * n_embd;
-    rms_norm(isa, last, w.output_norm, c.rms_eps, n_embd, xns);
-    linear(ctx, w.output, xns, 1, logits.data());
-  }
+  stats.tokens += static_cast<uint64_t>(n);
+  stats.weight_bytes += non_ffn_bytes;
 }
 
 }  // namespace hearth

@@ -42,6 +42,17 @@ SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
   return requested;
 }
 
+sparse::FfnShape ffn_shape(const ModelConfig& c, const Weights& w, int32_t n_batch) {
+  sparse::FfnShape s;
+  s.n_embd = c.n_embd;
+  s.n_ff = c.n_ff;
+  s.n_batch = n_batch;
+  s.act = to_activation(c.ffn_act);
+  s.up_relu = c.ffn_up_relu;
+  for (const LayerWeights& l : w.layers) s.max_hidden = std::max(s.max_hidden, l.fc1.rows);
+  return s;
+}
+
 }  // namespace
 
 Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
@@ -55,7 +66,9 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       sparse_mode(resolve_sparse_mode(o.sparse, *model_ref)),
       sparse_threshold(std::isnan(o.sparse_threshold) ? config.sparse_threshold
                                                       : o.sparse_threshold),
-      sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor) {
+      sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
+      ffn(ffn_shape(config, model.weights, n_batch),
+          sparse::FfnMode{sparse_mode, sparse_threshold, sparse_audit}) {
   const ModelConfig& c = config;
   attn.n_head = static_cast<int>(c.n_head);
   attn.n_head_kv = static_cast<int>(c.n_head_kv);
@@ -80,10 +93,27 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   k = AlignedBuffer(b * c.n_embd_kv());
   v = AlignedBuffer(b * c.n_embd_kv());
   att = AlignedBuffer(b * q_dim);
-  gate = AlignedBuffer(b * c.n_ff);
-  up = AlignedBuffer(b * c.n_ff);
+  ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   logits.resize(static_cast<size_t>(c.n_vocab));
+  bind_ffn();
+}
+
+void Session::Impl::bind_ffn() {
+  const Weights& w = model.weights;
+  non_ffn_bytes = w.output.bytes();
+  const sparse::NeuronMajorDown* made = nullptr;
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const LayerWeights& l = w.layers[il];
+    non_ffn_bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
+    sparse::FfnWeights f{&l.ffn_gate, &l.ffn_up,  &l.ffn_down,  &l.ffn_down_t,
+                         &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b};
+    if (sparse_mode != SparseMode::Dense && !l.ffn_down_t.present()) {
+      if (!made) made = &model.neuron_major_down();
+      f.down_t = &made->layers[il];
+    }
+    ffn_weights.push_back(f);
+  }
 }
 
 void Session::Impl::check_tokens(std::span<const int32_t> tokens) const {

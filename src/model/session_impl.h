@@ -12,6 +12,7 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/rope.h"
+#include "sparse/ffn.h"
 
 namespace hearth {
 
@@ -59,16 +60,24 @@ struct Session::Impl {
   AlignedBuffer k;      // [n_batch, n_embd_kv]
   AlignedBuffer v;      // [n_batch, n_embd_kv]
   AlignedBuffer att;    // [n_batch, n_head * head_dim]
-  AlignedBuffer gate;   // [n_batch, n_ff]
-  AlignedBuffer up;     // [n_batch, n_ff]
+  AlignedBuffer ffn_out;  // [n_batch, n_embd]
   AlignedBuffer attn_ws;
+  std::vector<sparse::FfnWeights> ffn_weights;  // per layer
+  sparse::FfnExecutor ffn;
+  uint64_t non_ffn_bytes = 0;  // attention and output weights read by one forward pass
   std::vector<float> logits;  // [n_vocab] of the last token
 
   // Runs the tokens (at most n_batch of them) at positions n_past.. and advances n_past. Writes
   // the logits of every token into all_logits ([n, n_vocab]) when given, else of the last token
   // into `logits`.
   void forward(const int32_t* tokens, int64_t n, float* all_logits);
+  // The architecture family's pass (forward_<family>.cc): the same contract, less the
+  // bookkeeping (n_past, stats) that forward() does after it.
+  void forward_llama(const int32_t* tokens, int64_t n, float* all_logits);
+  void forward_falcon(const int32_t* tokens, int64_t n, float* all_logits);
+  void forward_opt(const int32_t* tokens, int64_t n, float* all_logits);
   void check_tokens(std::span<const int32_t> tokens) const;
+  void bind_ffn();
 };
 
 }  // namespace hearth

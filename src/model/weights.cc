@@ -1,7 +1,10 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/fp16.h"
+#include "model/config.h"
 
 namespace hearth {
 namespace {
@@ -16,9 +19,9 @@ void check_layers(const std::string& path, const std::vector<LayerWeights>& laye
   const bool predictors = layers.front().has_predictor();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerWeights& l = layers[i];
-    if (l.ffn_down.present() == l.ffn_down_t.present()) {
-      fail(path, ": layer ", i, " must have exactly one of 'blk.", i, ".ffn_down.weight' and 'blk.",
-           i, ".ffn_down_t.weight'");
+    if (!l.ffn_down.present() && !l.ffn_down_t.present()) {
+      fail(path, ": missing tensor 'blk.", i, ".ffn_down.weight' (or its transpose 'blk.", i,
+           ".ffn_down_t.weight')");
     }
     if (l.fc1.present() != l.fc2.present() || l.has_predictor() != predictors) {
       fail(path, ": the predictor tensors 'blk.N.fc1.weight' and 'blk.N.fc2.weight' must be in "
@@ -46,6 +49,28 @@ const float* bind_vector(const gguf::TensorInfo& t, Weights& w) {
   }
 }
 
+using VisitFn = void (*)(const ModelConfig&, Weights&, const WeightVisitor&);
+
+VisitFn weight_list(ArchFamily family) {
+  switch (family) {
+    case ArchFamily::Llama: return visit_llama_weights;
+    case ArchFamily::Falcon: return visit_falcon_weights;
+    case ArchFamily::Opt: return visit_opt_weights;
+  }
+  return visit_llama_weights;
+}
+
+// Learned positions: the context the model can see is the table's rows past the offset.
+void check_positions(const std::string& path, const Weights& w, ModelConfig& config) {
+  if (!w.pos_embd.present()) return;
+  const int64_t n_pos = w.pos_embd.rows - w.pos_offset;
+  if (n_pos < 1) {
+    fail(path, ": tensor 'position_embd.weight' has ", w.pos_embd.rows,
+         " rows; it needs more than the position offset ", w.pos_offset);
+  }
+  config.n_ctx_train = std::min(config.n_ctx_train, n_pos);
+}
+
 }  // namespace
 
 Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
@@ -55,7 +80,7 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   config.n_vocab = embd->ne[1];
 
   Weights w;
-  visit_llama_weights(config, w, [&](const WeightSpec& spec) {
+  weight_list(arch_family(config))(config, w, [&](const WeightSpec& spec) {
     const gguf::TensorInfo* t = file.find_tensor(spec.name);
     if (!t) {
       if (spec.required) fail(file.path(), ": missing tensor '", spec.name, "'");
@@ -85,6 +110,7 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   });
 
   check_layers(file.path(), w.layers);
+  check_positions(file.path(), w, config);
   config.tied_output = !w.output.present();
   if (config.tied_output) w.output = w.token_embd;
   const auto& l0 = w.layers.front();

@@ -14,20 +14,9 @@ namespace {
 
 using test::run_hearth;
 
-int count_lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
 
-// The error contract: exit code 1, exactly one line on stderr containing `needle`, nothing on stdout.
-void expect_clean_error(const test::CommandResult& r, const std::string& needle) {
-  EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(count_lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
+using test::count_lines;
+using test::expect_clean_error;
 
 class Cli : public ::testing::Test {
  protected:

@@ -127,4 +127,18 @@ CommandResult run_hearth(const std::vector<std::string>& args) {
   return r;
 }
 
+int count_lines(const std::string& s) {
+  int n = 0;
+  for (const char c : s) n += c == '\n';
+  return n;
+}
+
+void expect_clean_error(const CommandResult& r, const std::string& needle) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 }  // namespace hearth::test

@@ -38,4 +38,10 @@ struct CommandResult {
 // Runs the built `hearth` binary with these arguments (no shell involved).
 CommandResult run_hearth(const std::vector<std::string>& args);
 
+int count_lines(const std::string& s);
+
+// The CLI's error contract: exit code 1, exactly one line on stderr containing "error" and
+// `needle`, nothing on stdout.
+void expect_clean_error(const CommandResult& r, const std::string& needle);
+
 }  // namespace hearth::test

@@ -44,7 +44,8 @@ TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
   delete counted;
   ASSERT_GT(g_allocations.load(), probe) << "operator new is not being counted";
 
-  for (const DType type : {DType::F32, DType::Q4_0}) {
+  for (const DType type : {DType::F32, DType::Q4_0})
+  for (const SparseMode mode : {SparseMode::Dense, SparseMode::Oracle}) {
     SynthOptions so;
     so.n_embd = 64;
     so.n_layer = 2;
@@ -53,12 +54,14 @@ TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
     so.n_head_kv = 2;
     so.n_vocab = 300;
     so.type = type;
+    so.act = FfnActivation::Relu;
     const std::string path = test::temp_dir() + "/m.gguf";
     write_synthetic_model(so, path);
     const auto model = Model::load(path);
     SessionOptions o;
     o.n_threads = 2;
     o.n_ctx = 64;
+    o.sparse = mode;
     Session session(model, o);
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45};
     session.eval(prompt);
@@ -72,7 +75,7 @@ TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
     }
     session.reset();
     session.eval(prompt);
-    EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type);
+    EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type) << " " << to_string(mode);
   }
 }
 

@@ -46,6 +46,21 @@ struct WeightKernels {
   // behind matvec (nt = 1) and matmul. Callers pick nr, nt; the kernel tiles internally.
   void (*gemm)(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
                int64_t nt, float* y, size_t ldy) = nullptr;
+  // gemm over the weight rows idx[0..nr) (row r at w + idx[r] * ldw): y[t * ldy + j] =
+  // dot(w row idx[j], x row t). Sparse FFNs read only the active neurons' rows of ffn_up and
+  // ffn_gate. Each output is bit-identical to what gemm gives for that row and token, so an
+  // all-active sparse layer equals the dense one.
+  void (*gemm_gather)(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                      const void* x, size_t ldx, int64_t nt, float* y, size_t ldy) = nullptr;
+  // Weighted sum of the weight rows idx[0..nr) (n columns from w; the caller offsets w to the
+  // first column, at a block boundary): y[t * ldy + c] += a[t * lda + j] * W[idx[j]][c], added
+  // for j in ascending order, float math (quantized rows are dequantized, activations are not
+  // quantized). The down projection of a sparse FFN over a neuron-major (transposed) ffn_down.
+  // A row whose nt coefficients are all exactly zero is skipped unread: for one token that is
+  // the bandwidth a sparse FFN saves. Vector variants differ from the reference only by FMA
+  // rounding.
+  void (*axpy)(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
+               size_t lda, int64_t nt, float* y, size_t ldy) = nullptr;
 };
 
 struct Kernels {

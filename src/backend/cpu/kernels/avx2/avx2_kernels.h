@@ -18,22 +18,12 @@ void q4_0_to_float(const void* x, float* y, int64_t n);
 void fp32_to_fp16_row(const float* x, uint16_t* y, int64_t n);
 void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
 
-float dot_f32(int64_t n, const void* w, const void* x);
-float dot_f16(int64_t n, const void* w, const void* x);
-float dot_bf16(int64_t n, const void* w, const void* x);
-float dot_q8_0(int64_t n, const void* w, const void* x);
-float dot_q4_0(int64_t n, const void* w, const void* x);
-
-void gemm_f32(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy);
-void gemm_f16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-              int64_t nt, float* y, size_t ldy);
-void gemm_bf16(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
+// Each sets the entries its file implements: dot, gemm and gemm_gather of F32, F16 and BF16
+// (gemm_float_avx2.cc) and of Q8_0 and Q4_0 (gemm_quant_avx2.cc), axpy of every type
+// (axpy_avx2.cc).
+void set_float_kernels(Kernels& k);
+void set_quant_kernels(Kernels& k);
+void set_axpy_kernels(Kernels& k);
 
 // The whole AVX2 table.
 Kernels kernels();

@@ -40,16 +40,9 @@ struct WeightQ8_0 {
 
 }  // namespace
 
-float dot_q8_0(int64_t n, const void* w, const void* x) { return dot_quant<WeightQ8_0>(n, w, x); }
-float dot_q4_0(int64_t n, const void* w, const void* x) { return dot_quant<WeightQ4_0>(n, w, x); }
-
-void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy) {
-  gemm_quant<WeightQ8_0>(n, w, ldw, nr, x, ldx, nt, y, ldy);
-}
-void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy) {
-  gemm_quant<WeightQ4_0>(n, w, ldw, nr, x, ldx, nt, y, ldy);
+void set_quant_kernels(Kernels& k) {
+  set_quant_tile_kernels<WeightQ8_0>(k.q8_0);
+  set_quant_tile_kernels<WeightQ4_0>(k.q4_0);
 }
 
 }  // namespace hearth::cpu::avx2

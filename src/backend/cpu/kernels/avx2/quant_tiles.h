@@ -20,7 +20,6 @@
 // built with -mavxvnni can never stand in for the plain AVX2 copy at link time.
 #pragma once
 
-#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/kernels/act_layout.h"
@@ -32,7 +31,6 @@
 namespace hearth::cpu::avx2 {
 
 inline constexpr int kGroup = static_cast<int>(kActGroupBlocks);
-inline constexpr size_t kMaxPrefetchBytes = 8192;
 
 inline __m256i load_pair(const void* first, const void* second) {
   return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(second),
@@ -124,29 +122,33 @@ struct QuantTiles {
   using Block = typename WB::Block;
 
   template <int R, int T>
-  static void tile(int64_t n, const uint8_t* w, size_t ldw, const uint8_t* x, size_t ldx, float* y,
-                   size_t ldy) {
+  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
+                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
     const int64_t nb = n / kQK;
     const int64_t full = nb / kGroup;
     const Block* wg[R];
+    const char* next[R];
     const uint8_t* xg[T];
-    for (int r = 0; r < R; ++r) wg[r] = reinterpret_cast<const Block*>(w + r * ldw);
+    for (int r = 0; r < R; ++r) {
+      wg[r] = reinterpret_cast<const Block*>(w[r]);
+      next[r] = reinterpret_cast<const char*>(ahead[r]);
+    }
     for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     // matvec streams weights from DRAM with short rows; the hardware prefetchers lose track at
-    // every row, so each group also prefetches its counterpart in the next tile (R rows on,
-    // capped so the lines are still in L1 when needed). 2 threads went from ~21 to ~50 GB/s.
-    const size_t ahead = std::min(R * ldw, kMaxPrefetchBytes);
+    // every row, so each group also prefetches its counterpart in a later tile (`ahead`: R rows
+    // on, capped so the lines are still in L1 when needed, or the next gathered rows). 2
+    // threads went from ~21 to ~50 GB/s.
     for (int64_t g = 0; g < full; ++g) {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
-          const char* next = reinterpret_cast<const char*>(wg[r]) + ahead;
           for (size_t line = 0; line < sizeof(Block) * kGroup; line += 64) {
-            _mm_prefetch(next + line, _MM_HINT_T0);
+            _mm_prefetch(next[r] + line, _MM_HINT_T0);
           }
+          next[r] += sizeof(Block) * kGroup;
         }
       }
       accumulate_group<WB, R, T>(wg, xg, acc);
@@ -171,24 +173,22 @@ struct QuantTiles {
   }
 };
 
+// Tile shapes measured on Zen 5: 2 rows x 4 tokens leaves room for the partial trees in
+// registers; a single token takes 4 rows, so 4 weight streams are in flight.
 template <typename WB>
-void gemm_quant(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-                int64_t nt, float* y, size_t ldy) {
-  // Tile shapes measured on Zen 5: 2 rows x 4 tokens leaves room for the partial trees in
-  // registers; a single token takes 4 rows, so 4 weight streams are in flight.
+void gemm_quant(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
+                float* y, size_t ldy) {
   if (nt == 1) {
-    TileSet<QuantTiles<WB>, 4, 1>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+    TileSet<QuantTiles<WB>, 4, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   } else {
-    TileSet<QuantTiles<WB>, 2, 4>::gemm(n, w, ldw, nr, x, ldx, nt, y, ldy);
+    TileSet<QuantTiles<WB>, 2, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   }
 }
 
+// dot, gemm and gemm_gather of a quantized weight type.
 template <typename WB>
-float dot_quant(int64_t n, const void* w, const void* x) {
-  float y;
-  QuantTiles<WB>::template tile<1, 1>(n, static_cast<const uint8_t*>(w), 0,
-                                      static_cast<const uint8_t*>(x), 0, &y, 0);
-  return y;
+void set_quant_tile_kernels(WeightKernels& k) {
+  set_tile_kernels<QuantTiles<WB>, gemm_quant<WB>>(k);
 }
 
 }  // namespace hearth::cpu::avx2

@@ -8,11 +8,14 @@ namespace hearth::cpu::avx2 {
 Kernels kernels() {
   Kernels k;
   k.isa = Isa::Avx2;
-  k.f32 = {ActFormat::F32, nullptr, generic::f32_to_float, dot_f32, gemm_f32};
-  k.f16 = {ActFormat::F32, nullptr, f16_to_float, dot_f16, gemm_f16};
-  k.bf16 = {ActFormat::F32, nullptr, bf16_to_float, dot_bf16, gemm_bf16};
-  k.q8_0 = {ActFormat::Q8, quantize_act_q8, q8_0_to_float, dot_q8_0, gemm_q8_0};
-  k.q4_0 = {ActFormat::Q8, quantize_act_q8, q4_0_to_float, dot_q4_0, gemm_q4_0};
+  k.f32 = {ActFormat::F32, nullptr, generic::f32_to_float};
+  k.f16 = {ActFormat::F32, nullptr, f16_to_float};
+  k.bf16 = {ActFormat::F32, nullptr, bf16_to_float};
+  k.q8_0 = {ActFormat::Q8, quantize_act_q8, q8_0_to_float};
+  k.q4_0 = {ActFormat::Q8, quantize_act_q8, q4_0_to_float};
+  set_float_kernels(k);
+  set_quant_kernels(k);
+  set_axpy_kernels(k);
   k.fp32_to_fp16_row = avx2::fp32_to_fp16_row;
   k.fp16_to_fp32_row = avx2::fp16_to_fp32_row;
   return k;

@@ -9,15 +9,10 @@
 
 namespace hearth::cpu::avxvnni {
 
-float dot_q8_0(int64_t n, const void* w, const void* x);
-float dot_q4_0(int64_t n, const void* w, const void* x);
+// Sets dot, gemm and gemm_gather of the Q8_0 and Q4_0 entries to the VNNI tile kernels.
+void set_quant_kernels(Kernels& k);
 
-void gemm_q8_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-void gemm_q4_0(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
-               int64_t nt, float* y, size_t ldy);
-
-// The AVX2 table with the Q8_0 and Q4_0 dot and gemm kernels replaced.
+// The AVX2 table with the Q8_0 and Q4_0 dot, gemm and gemm_gather kernels replaced.
 Kernels kernels();
 
 }  // namespace hearth::cpu::avxvnni

@@ -32,16 +32,49 @@ float dot_bf16(int64_t n, const void* w, const void* x);
 float dot_q8_0(int64_t n, const void* w, const void* x);
 float dot_q4_0(int64_t n, const void* w, const void* x);
 
-// The scalar gemm: every (token, row) pair through the row's reference dot product.
+// Every (token, row) pair through the row's reference dot product; row r of the product is
+// the weight row at row_at(r), so contiguous and gathered rows share one loop.
+template <float (*Dot)(int64_t, const void*, const void*), typename RowAt>
+void dot_all(int64_t n, RowAt row_at, int64_t nr, const void* x, size_t ldx, int64_t nt, float* y,
+             size_t ldy) {
+  for (int64_t t = 0; t < nt; ++t) {
+    for (int64_t r = 0; r < nr; ++r) {
+      y[t * ldy + r] = Dot(n, row_at(r), static_cast<const uint8_t*>(x) + t * ldx);
+    }
+  }
+}
+
+// The scalar gemm.
 template <float (*Dot)(int64_t, const void*, const void*)>
 void gemm_rows(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
                int64_t nt, float* y, size_t ldy) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  dot_all<Dot>(
+      n, [wb, ldw](int64_t r) { return wb + r * ldw; }, nr, x, ldx, nt, y, ldy);
+}
+
+// The scalar gemm_gather: the same dot products as gemm_rows, so the same bits.
+template <float (*Dot)(int64_t, const void*, const void*)>
+void gemm_gather_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                      const void* x, size_t ldx, int64_t nt, float* y, size_t ldy) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  dot_all<Dot>(
+      n, [wb, ldw, idx](int64_t r) { return wb + static_cast<size_t>(idx[r]) * ldw; }, nr, x, ldx,
+      nt, y, ldy);
+}
+
+// Sets axpy of every type to the scalar references (axpy.cc): y += a * w, unfused, row by row
+// in index order.
+void set_axpy_kernels(Kernels& k);
+
+// Whether any of the nt coefficients of row j is non-zero (a zero row is skipped unread).
+// `static`, like core/fp16.h, because AVX2 files use it too and must not lend scalar callers
+// their AVX-encoded copy.
+static inline bool axpy_row_active(const float* a, size_t lda, int64_t nt, int64_t j) {
   for (int64_t t = 0; t < nt; ++t) {
-    for (int64_t r = 0; r < nr; ++r) {
-      y[t * ldy + r] = Dot(n, static_cast<const uint8_t*>(w) + r * ldw,
-                           static_cast<const uint8_t*>(x) + t * ldx);
-    }
+    if (a[t * lda + j] != 0.0f) return true;
   }
+  return false;
 }
 
 // The whole scalar table.

@@ -1,0 +1,90 @@
+// The sparse FFN operators at decode (one token, memory-bound): gather_matmul over the active rows
+// of ffn_up [n_ff, n_embd] and sparse_axpy over the active rows of the neuron-major ffn_down
+// [n_ff, n_embd], at Llama-like n_embd 2048 / n_ff 5632. Bytes/s counts the weight bytes of the
+// active rows only, so a kernel that keeps the DRAM bandwidth of dense matvec at every density
+// turns sparsity into speed one for one. Active neurons are a uniform random subset (no
+// locality: the hardest case for prefetchers), drawn anew for each of kSets calls. Args:
+// {density in percent, threads}.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "backend/cpu/context.h"
+#include "bench_util.h"
+#include "ops/sparse_matmul.h"
+
+namespace hearth::bench {
+namespace {
+
+constexpr int64_t kEmbd = 2048, kFf = 5632;
+
+// Active sets per call cycle through this many random draws: with the weight copies they make
+// far more distinct (copy, set) pairs than L3 holds, so even 5% of the rows stream from DRAM.
+constexpr int kSets = 16;
+
+std::vector<int32_t> active_neurons(int64_t percent, uint32_t seed) {
+  std::vector<int32_t> all(static_cast<size_t>(kFf));
+  std::iota(all.begin(), all.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<size_t>(std::max<int64_t>(1, kFf * percent / 100)));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+template <typename Op>
+void run_sparse(benchmark::State& state, DType t, const Op& op) {
+  cpu::CpuContext ctx(static_cast<int>(state.range(1)));
+  const WeightSet& w = cached_weights(t, kFf, kEmbd, kColdBytes);
+  std::vector<std::vector<int32_t>> sets;
+  for (uint32_t k = 0; k < kSets; ++k) sets.push_back(active_neurons(state.range(0), k));
+  const auto n_idx = static_cast<int64_t>(sets[0].size());
+  // Activations for gather_matmul, coefficients for sparse_axpy (non-zero: every row is read).
+  const auto x = random_activations(kEmbd, 1);
+  const auto a = random_activations(n_idx, 2);
+  std::vector<float> y(static_cast<size_t>(std::max(kEmbd, n_idx)));
+  size_t i = 0;
+  for (auto _ : state) {
+    op(ctx, w.get(i), sets[i % kSets], x.data(), a.data(), y.data());
+    ++i;
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n_idx * row_bytes(t, kEmbd));
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
+void bm_gather_matmul(benchmark::State& state, DType t) {
+  run_sparse(state, t,
+             [t](cpu::CpuContext& ctx, const uint8_t* w, const std::vector<int32_t>& idx,
+                 const float* x, const float*, float* y) {
+               gather_matmul(ctx, t, w, kFf, kEmbd, idx.data(), static_cast<int64_t>(idx.size()), x,
+                             1, y);
+             });
+}
+
+void bm_sparse_axpy(benchmark::State& state, DType t) {
+  run_sparse(state, t,
+             [t](cpu::CpuContext& ctx, const uint8_t* w, const std::vector<int32_t>& idx,
+                 const float*, const float* a, float* y) {
+               sparse_axpy(ctx, t, w, kFf, kEmbd, idx.data(), static_cast<int64_t>(idx.size()), a,
+                           1, y);
+             });
+}
+
+void sparse_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"density%", "threads"});
+  for (int threads : {1, 2}) {
+    for (int64_t percent : {100, 30, 10, 5}) b->Args({percent, threads});
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_sparse_axpy, q4_0, DType::Q4_0)->Apply(sparse_args);
+
+}  // namespace
+}  // namespace hearth::bench

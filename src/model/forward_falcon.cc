@@ -1,0 +1,67 @@
+// The Falcon forward pass: the "parallel" block, where attention and FFN both read the layer
+// input x and their outputs join the residual together:
+//   h   = LayerNorm(x; attn_norm)
+//   a   = LayerNorm(x; attn_norm_2) for Falcon-40B, else h
+//   x  += wo · attention(rope_neox(wq · a, wk · a), wv · a) + ffn(h)
+// with the FFN's predictor reading x itself, as in llama.cpp's and PowerInfer's build_falcon.
+// wq/wk/wv are row ranges of the fused attn_qkv (arch/falcon.cc).
+#include "core/quantize.h"
+#include "model/forward_common.h"
+#include "model/session_impl.h"
+#include "ops/norm.h"
+
+namespace hearth {
+
+void Session::Impl::forward_falcon(const int32_t* tokens, int64_t n, float* all_logits) {
+  const ModelConfig& c = config;
+  const Weights& w = model.weights;
+  const cpu::Isa isa = ctx.isa();
+  const int64_t n_embd = c.n_embd;
+  const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
+  const int64_t pos0 = n_past;
+  float* const xs = x.f32();    // [n, n_embd] residual stream
+  float* const xns = xn.f32();  // [n, n_embd] h, then wo's output
+  float* const fo = ffn_out.f32();
+
+  for (int64_t t = 0; t < n; ++t) {
+    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), xs + t * n_embd, n_embd);
+  }
+
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const LayerWeights& l = w.layers[il];
+    layer_norm_rows(ctx, xs, l.attn_norm, l.attn_norm_b, c.norm_eps, n, n_embd, xns);
+    // The attention's input: h, or its own norm (held in ffn_out until the FFN writes there).
+    const float* a = xns;
+    if (l.attn_norm_2) {
+      layer_norm_rows(ctx, xs, l.attn_norm_2, l.attn_norm_2_b, c.norm_eps, n, n_embd, fo);
+      a = fo;
+    }
+    linear(ctx, l.wq, a, n, q.f32());
+    linear(ctx, l.wk, a, n, k.f32());
+    linear(ctx, l.wv, a, n, v.f32());
+    rope.apply(q.f32(), n, n_head, head_dim, pos0);
+    rope.apply(k.f32(), n, static_cast<int>(c.n_head_kv), head_dim, pos0);
+    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
+    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
+    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
+              attn_ws.data());
+
+    // FFN on h, predicted from the layer input x; then x += (ffn + attention), summed in
+    // llama.cpp's order.
+    ffn.run(ctx, ffn_weights[il], xns, xs, n, fo, stats);
+    linear(ctx, l.wo, att.f32(), n, xns);
+    vec_add(isa, xns, fo, n * n_embd);
+    vec_add(isa, xs, xns, n * n_embd);
+  }
+
+  if (all_logits) {
+    layer_norm_rows(ctx, xs, w.output_norm, w.output_norm_b, c.norm_eps, n, n_embd, xns);
+    linear(ctx, w.output, xns, n, all_logits);
+  } else {
+    const float* last = xs + (n - 1) * n_embd;
+    layer_norm(isa, last, w.output_norm, w.output_norm_b, c.norm_eps, n_embd, xns);
+    linear(ctx, w.output, xns, 1, logits.data());
+  }
+}
+
+}  // namespace hearth

@@ -1,0 +1,66 @@
+// The OPT forward pass: pre-LayerNorm blocks with biases on every projection.
+//   x   = token_embd[tok] + position_embd[pos + pos_offset]
+//   x  += wo · attention(wq · h + bq, wk · h + bk, wv · h + bv) + bo     h = LayerNorm(x; attn_norm)
+//   x  += ffn(LayerNorm(x; ffn_norm))          up and down biases in the FFN executor; the
+//                                              predictor reads x before the norm
+//   logits = token_embd · LayerNorm(x; output_norm)   (tied output)
+// No RoPE: positions enter only through the embedding.
+#include "core/error.h"
+#include "core/quantize.h"
+#include "model/forward_common.h"
+#include "model/session_impl.h"
+#include "ops/norm.h"
+
+namespace hearth {
+
+void Session::Impl::forward_opt(const int32_t* tokens, int64_t n, float* all_logits) {
+  const ModelConfig& c = config;
+  const Weights& w = model.weights;
+  const cpu::Isa isa = ctx.isa();
+  const int64_t n_embd = c.n_embd;
+  const int64_t pos0 = n_past;
+  float* const xs = x.f32();    // [n, n_embd] residual stream
+  float* const xns = xn.f32();  // [n, n_embd] normed input / projection output
+
+  // The position table ends the context: there is nothing to read past its last row.
+  const int64_t n_pos = w.pos_embd.rows - w.pos_offset;
+  if (pos0 + n > n_pos) {
+    fail("position ", pos0 + n - 1, " is past the ", n_pos, " learned positions of this ", c.arch,
+         " model; use a context of at most ", n_pos, " tokens");
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    float* row = xs + t * n_embd;
+    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), row, n_embd);
+    dequantize_row(w.pos_embd.type, w.pos_embd.row(pos0 + t + w.pos_offset), xns, n_embd);
+    vec_add(isa, row, xns, n_embd);
+  }
+
+  for (size_t il = 0; il < w.layers.size(); ++il) {
+    const LayerWeights& l = w.layers[il];
+    layer_norm_rows(ctx, xs, l.attn_norm, l.attn_norm_b, c.norm_eps, n, n_embd, xns);
+    linear_bias(ctx, l.wq, l.bq, xns, n, q.f32());
+    linear_bias(ctx, l.wk, l.bk, xns, n, k.f32());
+    linear_bias(ctx, l.wv, l.bv, xns, n, v.f32());
+    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
+    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
+    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
+              attn_ws.data());
+    linear_bias(ctx, l.wo, l.bo, att.f32(), n, xns);
+    vec_add(isa, xs, xns, n * n_embd);
+
+    layer_norm_rows(ctx, xs, l.ffn_norm, l.ffn_norm_b, c.norm_eps, n, n_embd, xns);
+    ffn.run(ctx, ffn_weights[il], xns, xs, n, ffn_out.f32(), stats);
+    vec_add(isa, xs, ffn_out.f32(), n * n_embd);
+  }
+
+  if (all_logits) {
+    layer_norm_rows(ctx, xs, w.output_norm, w.output_norm_b, c.norm_eps, n, n_embd, xns);
+    linear(ctx, w.output, xns, n, all_logits);
+  } else {
+    const float* last = xs + (n - 1) * n_embd;
+    layer_norm(isa, last, w.output_norm, w.output_norm_b, c.norm_eps, n_embd, xns);
+    linear(ctx, w.output, xns, 1, logits.data());
+  }
+}
+
+}  // namespace hearth

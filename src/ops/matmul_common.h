@@ -1,0 +1,80 @@
+// What the dense (matmul.cc) and the row-gathered (sparse_matmul.cc) products share: shape
+// checks, how many threads a product is worth, activations in the kernels' format, and the split
+// of an [n tokens x rows] output over the thread pool. Internal to src/ops.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+
+#include "backend/cpu/context.h"
+#include "core/dtype.h"
+
+namespace hearth::matmul_detail {
+
+// Activation rows of one token block should stay in L2 while every weight tile of the thread's
+// row range passes over them.
+inline constexpr size_t kActBlockBytes = 384 * 1024;
+// Token blocks are a multiple of the tile kernels' token count so only the last block has an
+// edge tile.
+inline constexpr int64_t kTokenQuantum = 4;
+
+// Throws hearth::Error (naming `op`) for a negative size or a column count that is not a
+// multiple of the weight type's block size.
+void check_shape(const char* op, DType wtype, int64_t rows, int64_t cols, int64_t n);
+
+// Threads worth waking for a product that reads `weight_bytes` (at least 1, at most the pool):
+// below 32 KiB per thread, waking workers costs more than it saves.
+int threads_for(const cpu::CpuContext& ctx, int64_t weight_bytes);
+
+// X[n, cols] in k's activation format, rows *ldx bytes apart: x itself for F32, otherwise the
+// rows quantized once into ctx.scratch() (on the calling thread for one row, by the pool for
+// more), shared by every thread.
+const uint8_t* prepare_activations(cpu::CpuContext& ctx, const cpu::WeightKernels& k,
+                                   const float* x, int64_t cols, int64_t n, size_t* ldx);
+
+// Runs gemm(r0, r1, t0, tn), which computes output rows [r0, r1) for tokens [t0, t0 + tn), over
+// the whole [rows x n] output. One token (decode) splits rows over as many threads as the
+// `row_bytes` per row are worth. More tokens use every thread: each owns a disjoint row range
+// (each weight byte is read by one core) unless there are too few rows to go round, as in small
+// attention-sized products; then they own tokens. Tokens go in blocks whose activations stay in
+// L2. Every output is computed by one call of the same kernel whatever the split, so results do
+// not depend on the thread count.
+template <typename Gemm>
+void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, size_t ldx,
+               const Gemm& gemm) {
+  if (rows == 0 || n == 0) return;
+  if (n == 1) {
+    const int used = threads_for(ctx, rows * static_cast<int64_t>(row_bytes));
+    auto task = [&](int ith, int) {
+      if (ith >= used) return;
+      const auto [r0, r1] = cpu::split_range(rows, ith, used);
+      if (r1 > r0) gemm(r0, r1, int64_t{0}, int64_t{1});
+    };
+    if (used == 1) {
+      task(0, 1);
+    } else {
+      ctx.pool().run(task);
+    }
+    return;
+  }
+  const int64_t block = std::max<int64_t>(
+      kTokenQuantum, static_cast<int64_t>(kActBlockBytes / ldx) / kTokenQuantum * kTokenQuantum);
+  const bool split_rows = rows >= 16 * static_cast<int64_t>(ctx.n_threads());
+  auto task = [&](int ith, int nt) {
+    int64_t r0 = 0, r1 = rows, t_begin = 0, t_end = n;
+    if (split_rows) {
+      std::tie(r0, r1) = cpu::split_range(rows, ith, nt);
+    } else {
+      std::tie(t_begin, t_end) = cpu::split_range(n, ith, nt);
+    }
+    if (r1 <= r0) return;
+    for (int64_t t0 = t_begin; t0 < t_end; t0 += block) {
+      gemm(r0, r1, t0, std::min(block, t_end - t0));
+    }
+  };
+  ctx.pool().run(task);
+}
+
+}  // namespace hearth::matmul_detail

@@ -1,0 +1,83 @@
+#include "ops/sparse_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "ops/matmul_common.h"
+
+namespace hearth {
+namespace {
+
+using matmul_detail::check_shape;
+using matmul_detail::threads_for;
+
+// Shapes as matmul checks them, plus the index list: an index outside W would read outside the
+// mapping, and one pass over the list costs far less than the rows it selects, so it is checked
+// on every call.
+void check_args(const char* op, DType wtype, int64_t rows, int64_t cols, const int32_t* idx,
+                int64_t n_idx, int64_t n) {
+  check_shape(op, wtype, rows, cols, n);
+  if (n_idx < 0) fail(op, ": negative index count ", n_idx);
+  int32_t lo = 0, hi = 0;
+  if (n_idx > 0) lo = hi = idx[0];
+  for (int64_t j = 1; j < n_idx; ++j) {
+    lo = std::min(lo, idx[j]);
+    hi = std::max(hi, idx[j]);
+  }
+  if (n_idx > 0 && (lo < 0 || hi >= rows)) {
+    fail(op, ": neuron index ", lo < 0 ? lo : hi, " outside [0, ", rows, ")");
+  }
+}
+
+}  // namespace
+
+void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
+                   const int32_t* idx, int64_t n_idx, const float* x, int64_t n, float* y) {
+  check_args("gather_matmul", wtype, rows, cols, idx, n_idx, n);
+  if (n_idx == 0 || n == 0) return;
+  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
+  size_t ldx = 0;
+  const uint8_t* xa = matmul_detail::prepare_activations(ctx, k, x, cols, n, &ldx);
+  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
+  // The index list splits like the rows of a dense product: equal contiguous parts, so the
+  // work (rows actually read) is balanced whatever the density.
+  matmul_detail::run_split(ctx, n_idx, n, ldw, ldx,
+                           [&](int64_t j0, int64_t j1, int64_t t0, int64_t tn) {
+                             k.gemm_gather(cols, w, ldw, idx + j0, j1 - j0, xa + t0 * ldx, ldx, tn,
+                                           y + t0 * n_idx + j0, static_cast<size_t>(n_idx));
+                           });
+}
+
+void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
+                 const int32_t* idx, int64_t n_idx, const float* a, int64_t n, float* y) {
+  check_args("sparse_axpy", wtype, rows, cols, idx, n_idx, n);
+  if (cols == 0 || n == 0) return;
+  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
+  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
+  const auto* wb = static_cast<const uint8_t*>(w_t);
+  // Threads own disjoint output columns, in whole blocks (so a quantized row slice starts at a
+  // block), and each sums its elements alone in ascending j: no merge, no race, and the same
+  // bits for any thread count.
+  const int64_t chunks = (cols + kQK - 1) / kQK;
+  const int used = std::min<int>(threads_for(ctx, n_idx * static_cast<int64_t>(ldw)),
+                                 static_cast<int>(std::min<int64_t>(chunks, ctx.n_threads())));
+  auto task = [&](int ith, int) {
+    if (ith >= used) return;
+    const auto [ch0, ch1] = cpu::split_range(chunks, ith, used);
+    const int64_t c0 = ch0 * kQK, c1 = std::min(ch1 * kQK, cols);
+    if (c1 <= c0) return;
+    for (int64_t t = 0; t < n; ++t) {
+      std::memset(y + t * cols + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));
+    }
+    k.axpy(c1 - c0, wb + row_bytes(wtype, c0), ldw, idx, n_idx, a, static_cast<size_t>(n_idx), n,
+           y + c0, static_cast<size_t>(cols));
+  };
+  if (used == 1) {
+    task(0, 1);
+  } else {
+    ctx.pool().run(task);
+  }
+}
+
+}  // namespace hearth

@@ -1,0 +1,32 @@
+// Neuron-sparse products for the FFN of a sparse decode step (DESIGN.md 2, 5): only the active
+// neurons' rows of ffn_up / ffn_gate are read (gather_matmul), and the down projection adds only
+// the active neurons' columns of ffn_down, read as rows of its neuron-major transpose
+// (sparse_axpy). Weights are in ggml layout: W has `rows` rows of `cols` contiguous elements
+// (ne0 = cols). idx lists the active rows (neurons), each in [0, rows), in any order (ascending
+// reads memory best). Both split the work over the context's thread pool, never allocate after
+// warm-up, and give results that do not depend on the number of threads. gather_matmul may
+// quantize activations into ctx.scratch(), so a call invalidates scratch pointers the caller
+// obtained earlier.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/context.h"
+#include "core/dtype.h"
+
+namespace hearth {
+
+// Y[n, n_idx] = X[n, cols] · W[idx, cols]^T   (compact: column j of Y is neuron idx[j])
+// Each output is bit-identical to the matching output of matmul over all of W.
+void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
+                   const int32_t* idx, int64_t n_idx, const float* x, int64_t n, float* y);
+
+// Y[n, cols] = A[n, n_idx] · W_t[idx, cols]   (overwrites Y; A is compact, row stride n_idx)
+// W_t is neuron-major: rows = n_ff neurons of cols = n_embd elements (ggml ne = {n_embd, n_ff}),
+// the transpose of ffn_down. Each output element adds its terms in ascending j (FMA where the
+// ISA has it), so results do not depend on the thread count. A neuron whose coefficients are
+// zero for all n tokens is not read.
+void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
+                 const int32_t* idx, int64_t n_idx, const float* a, int64_t n, float* y);
+
+}  // namespace hearth

@@ -1,0 +1,245 @@
+#include "sparse/ffn.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "ops/matmul.h"
+#include "ops/sparse_matmul.h"
+#include "ops/vec.h"
+
+namespace hearth::sparse {
+namespace {
+
+uint64_t rows_bytes(const Matrix* m, int64_t rows) {
+  return m && m->present() ? static_cast<uint64_t>(rows) * row_bytes(m->type, m->cols) : 0;
+}
+
+// Y[n, m.rows] = X[n, m.cols] · m^T
+void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
+  matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
+}
+
+// Y[n, k] = X[n, m.cols] · m[idx]^T
+void gather(cpu::CpuContext& ctx, const Matrix& m, const int32_t* idx, int64_t k, const float* x,
+            int64_t n, float* y) {
+  gather_matmul(ctx, m.type, m.data, m.rows, m.cols, idx, k, x, n, y);
+}
+
+// y[n, width] += bias[width] per row, when there is a bias.
+void add_bias(cpu::Isa isa, const float* bias, int64_t n, int64_t width, float* y) {
+  if (!bias) return;
+  for (int64_t t = 0; t < n; ++t) vec_add(isa, y + t * width, bias, width);
+}
+
+}  // namespace
+
+FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_(m) {
+  const auto per_batch = static_cast<size_t>(s.n_batch * s.n_ff);
+  gate_.resize(per_batch);
+  up_.resize(per_batch);
+  if (m.mode == SparseMode::Predictor) {
+    hidden_.resize(static_cast<size_t>(s.n_batch * s.max_hidden));
+    score_.resize(per_batch);
+  }
+  idx_.resize(static_cast<size_t>(s.n_ff));
+  all_.resize(static_cast<size_t>(s.n_ff));
+  std::iota(all_.begin(), all_.end(), 0);
+}
+
+void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
+                      int64_t n, float* out, SparseStats& stats) {
+  stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
+  if (mode_.mode == SparseMode::Predictor) {
+    predict(ctx, w, p, n, stats);
+    if (mode_.audit) audit(ctx, w, xn, n, stats);
+  }
+  if (mode_.mode != SparseMode::Dense && n <= kMaxSparseBatch) {
+    run_sparse(ctx, w, xn, n, out, stats);
+  } else {
+    run_dense(ctx, w, xn, n, out, stats);
+  }
+}
+
+// score[n, n_ff] = fc2 · relu(fc1 · p)
+void FfnExecutor::predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
+                          SparseStats& stats) {
+  linear(ctx, *w.fc1, p, n, hidden_.data());
+  activate(ctx.isa(), Activation::Relu, hidden_.data(), n * w.fc1->rows, hidden_.data());
+  linear(ctx, *w.fc2, hidden_.data(), n, score_.data());
+  stats.weight_bytes += w.fc1->bytes() + w.fc2->bytes();
+}
+
+// Counts the neurons that truly fire (non-zero activation of the gate, or of up without a gate)
+// and those of them the predictor caught. Measurement only: its weight reads are not counted.
+void FfnExecutor::audit(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                        SparseStats& stats) {
+  const int64_t n_ff = shape_.n_ff;
+  float* g = gate_.data();
+  if (w.gate && w.gate->present()) {
+    linear(ctx, *w.gate, xn, n, g);
+  } else {
+    up_all(ctx, w, xn, n, g);
+  }
+  activate(ctx.isa(), shape_.act, g, n * n_ff, g);
+  for (int64_t i = 0; i < n * n_ff; ++i) {
+    if (g[i] != 0.0f) {
+      ++stats.audit_true;
+      if (score_[i] >= mode_.threshold) ++stats.audit_hit;
+    }
+  }
+}
+
+void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                            float* out, SparseStats& stats) {
+  const int64_t n_ff = shape_.n_ff;
+  const int64_t total = n * n_ff;
+  float* const a = gate_.data();
+  float* const u = up_.data();
+  up_all(ctx, w, xn, n, u);
+  if (w.gate && w.gate->present()) {
+    linear(ctx, *w.gate, xn, n, a);
+    if (shape_.up_relu) activate(ctx.isa(), Activation::Relu, u, total, u);
+    glu(ctx, shape_.act, a, u, total, a);
+  } else {
+    activate(ctx.isa(), shape_.act, u, total, a);
+  }
+  stats.weight_bytes += rows_bytes(w.gate, n_ff) + rows_bytes(w.up, n_ff);
+
+  switch (mode_.mode) {
+    case SparseMode::Predictor: {
+      uint64_t active = 0;
+      for (int64_t i = 0; i < total; ++i) {
+        if (score_[i] >= mode_.threshold) {
+          ++active;
+        } else {
+          a[i] = 0.0f;
+        }
+      }
+      stats.neurons_active += active;
+      break;
+    }
+    case SparseMode::Oracle:
+      // The neurons an exact sparse pass would compute: those with a non-zero activation.
+      stats.neurons_active += static_cast<uint64_t>(
+          total - std::count(a, a + total, 0.0f));
+      break;
+    default:
+      stats.neurons_active += static_cast<uint64_t>(total);
+  }
+  down_all(ctx, w, a, n, out, stats);
+}
+
+// out[n, n_embd] = a[n, n_ff] · down^T, through whichever layout the file has.
+void FfnExecutor::down_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n,
+                           float* out, SparseStats& stats) {
+  const int64_t n_ff = shape_.n_ff, n_embd = shape_.n_embd;
+  if (w.down && w.down->present()) {
+    linear(ctx, *w.down, a, n, out);
+    stats.weight_bytes += w.down->bytes();
+  } else {
+    // Only the neuron-major matrix: an axpy over every neuron, a few tokens at a time so their
+    // output rows stay in cache while each weight row is converted once per group.
+    const Matrix& dt = *w.down_t;
+    for (int64_t t0 = 0; t0 < n; t0 += kMaxSparseBatch) {
+      const int64_t tn = std::min(kMaxSparseBatch, n - t0);
+      sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, all_.data(), n_ff, a + t0 * n_ff, tn,
+                  out + t0 * n_embd);
+    }
+    stats.weight_bytes += dt.bytes();
+  }
+  add_bias(ctx.isa(), w.down_bias, n, n_embd, out);
+}
+
+// u[n, n_ff] = up · xn (+ bias)
+void FfnExecutor::up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                         float* u) {
+  linear(ctx, *w.up, xn, n, u);
+  add_bias(ctx.isa(), w.up_bias, n, shape_.n_ff, u);
+}
+
+// u[n, k] = up[idx] · xn (+ bias[idx])
+void FfnExecutor::up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                            int64_t k, float* u) {
+  gather(ctx, *w.up, idx_.data(), k, xn, n, u);
+  if (!w.up_bias) return;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) u[t * k + j] += w.up_bias[idx_[j]];
+  }
+}
+
+
+void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                             int64_t n, float* out, SparseStats& stats) {
+  const int64_t n_ff = shape_.n_ff;
+  const bool gated = w.gate && w.gate->present();
+  const cpu::Isa isa = ctx.isa();
+  float* const g = gate_.data();
+  float* const u = up_.data();
+  const bool oracle = mode_.mode == SparseMode::Oracle;
+
+  // Per token, which neurons fire: a non-zero activation (oracle) or a score at the threshold.
+  // `full` holds the activations of the oracle's source matrix, [n, n_ff].
+  const float* full = g;
+  if (oracle) {
+    if (gated) {
+      linear(ctx, *w.gate, xn, n, g);
+    } else {
+      up_all(ctx, w, xn, n, g);
+    }
+    activate(isa, shape_.act, g, n * n_ff, g);
+    stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
+  }
+  auto fires = [&](int64_t t, int64_t i) {
+    return oracle ? full[t * n_ff + i] != 0.0f : score_[t * n_ff + i] >= mode_.threshold;
+  };
+  int64_t k = 0;
+  uint64_t active = 0;
+  for (int64_t i = 0; i < n_ff; ++i) {
+    int64_t hits = 0;
+    for (int64_t t = 0; t < n; ++t) hits += fires(t, i) ? 1 : 0;
+    if (hits) idx_[k++] = static_cast<int32_t>(i);
+    active += static_cast<uint64_t>(hits);
+  }
+  stats.neurons_active += active;
+  const int32_t* idx = idx_.data();
+
+  // a[n, k] in `u`: the activations of the active neurons, each token keeping only its own.
+  if (oracle) {
+    if (gated) {
+      up_gather(ctx, w, xn, n, k, u);
+      if (shape_.up_relu) activate(isa, Activation::Relu, u, n * k, u);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) u[t * k + j] *= full[t * n_ff + idx[j]];
+      }
+    } else {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) u[t * k + j] = full[t * n_ff + idx[j]];
+      }
+    }
+  } else {
+    up_gather(ctx, w, xn, n, k, u);
+    if (gated) {
+      gather(ctx, *w.gate, idx, k, xn, n, g);
+      if (shape_.up_relu) activate(isa, Activation::Relu, u, n * k, u);
+      glu(ctx, shape_.act, g, u, n * k, u);
+    } else {
+      activate(isa, shape_.act, u, n * k, u);
+    }
+    if (n > 1) {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) {
+          if (!fires(t, idx[j])) u[t * k + j] = 0.0f;
+        }
+      }
+    }
+    stats.weight_bytes += rows_bytes(w.gate, k);
+  }
+  stats.weight_bytes += rows_bytes(w.up, k);
+
+  const Matrix& dt = *w.down_t;
+  sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, u, n, out);
+  stats.weight_bytes += rows_bytes(&dt, k);
+  add_bias(isa, w.down_bias, n, shape_.n_embd, out);
+}
+
+}  // namespace hearth::sparse

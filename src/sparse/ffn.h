@@ -1,0 +1,94 @@
+// The FFN block of every architecture, dense or activation-sparse (DESIGN.md section 5):
+//
+//   a   = act(gate · x) ⊙ up · x        (gated; dReLU also applies act to up)  or  act(up · x)
+//   out = down · a                     computed as Σ_i a_i · down_t[i]  over the active neurons i
+//
+// Which neurons are active depends on the mode: all (Dense), those with a non-zero activation
+// (Oracle: the gate, or up when there is no gate, is computed in full first), or those whose
+// predictor score fc2 · relu(fc1 · p) reaches the threshold (Predictor). Skipped neurons
+// contribute exactly zero, so a mode changes which terms are summed, never how.
+//
+// Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path: the union of the
+// tokens' active sets is compacted into one index list, up/gate rows are gathered, down is an
+// axpy over the neuron-major rows, and each token keeps only its own neurons. Larger batches
+// (prompts) run the dense matrix-matrix kernels and apply the same per-token masks, so both
+// paths compute the same function and prompt speed does not regress.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/context.h"
+#include "hearth/session.h"
+#include "model/weights.h"
+#include "ops/activation.h"
+
+namespace hearth::sparse {
+
+inline constexpr int64_t kMaxSparseBatch = 8;
+
+// The matrices of one layer's FFN. down_t (neuron-major) is required by the sparse modes and by
+// files without ffn_down; down is used for matrix-matrix batches when present.
+struct FfnWeights {
+  const Matrix* gate = nullptr;    // [n_ff, n_embd] or absent
+  const Matrix* up = nullptr;      // [n_ff, n_embd]
+  const Matrix* down = nullptr;    // [n_embd, n_ff] or absent
+  const Matrix* down_t = nullptr;  // [n_ff, n_embd] or absent
+  const Matrix* fc1 = nullptr;     // [H, n_embd]  (Predictor mode)
+  const Matrix* fc2 = nullptr;     // [n_ff, H]
+  const float* up_bias = nullptr;    // [n_ff]   (OPT) or absent
+  const float* down_bias = nullptr;  // [n_embd] (OPT) or absent
+};
+
+struct FfnShape {
+  int64_t n_embd = 0;
+  int64_t n_ff = 0;
+  int64_t max_hidden = 0;  // widest predictor hidden layer
+  int64_t n_batch = 1;     // most tokens per run()
+  Activation act = Activation::Silu;
+  bool up_relu = false;    // dReLU
+};
+
+struct FfnMode {
+  SparseMode mode = SparseMode::Dense;  // never Auto here
+  float threshold = 0.0f;
+  bool audit = false;  // Predictor: also compute the true activations and count hits
+};
+
+// Buffers for one session's FFN, sized once: run() never allocates.
+class FfnExecutor {
+ public:
+  FfnExecutor(const FfnShape& shape, const FfnMode& mode);
+
+  // out[n, n_embd] = FFN(xn[n, n_embd]); p[n, n_embd] is the predictor's input (for Llama the
+  // residual stream before ffn_norm). Adds this run's neurons and FFN weight bytes to `stats`
+  // (not `tokens`, which the caller counts once per forward pass).
+  void run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p, int64_t n,
+           float* out, SparseStats& stats);
+
+ private:
+  void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                 float* out, SparseStats& stats);
+  void run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                  float* out, SparseStats& stats);
+  void predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
+               SparseStats& stats);
+  void audit(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+             SparseStats& stats);
+  void down_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n, float* out,
+                SparseStats& stats);
+  void up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n, float* u);
+  void up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                 int64_t k, float* u);
+
+  FfnShape shape_;
+  FfnMode mode_;
+  std::vector<float> gate_;    // [n_batch, n_ff]   gate (or up) pre-activations; then a
+  std::vector<float> up_;      // [n_batch, n_ff]
+  std::vector<float> hidden_;  // [kMaxSparseBatch or n_batch, max_hidden]
+  std::vector<float> score_;   // [n_batch, n_ff]   predictor scores
+  std::vector<int32_t> idx_;   // [n_ff]            active neurons (union over tokens), ascending
+  std::vector<int32_t> all_;   // [n_ff]            0, 1, ..., n_ff - 1
+};
+
+}  // namespace hearth::sparse

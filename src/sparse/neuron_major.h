@@ -1,0 +1,28 @@
+// Neuron-major copies of ffn_down for models that store it only in the usual layout. Sparse decode
+// reads the output column of each active neuron; in ffn_down ([n_embd, n_ff]) those columns are
+// strided, so a skipped neuron saves no memory traffic. PowerInfer's files (and Hearth's own
+// sparse files) carry ffn_down_t instead; for the others this makes it once, at first use.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/weights.h"
+
+namespace hearth::sparse {
+
+// The transposed ffn_down of every layer that lacks ffn_down_t ([n_ff, n_embd], row i = neuron i's
+// output column). F32 and F16 keep their type, so the copy is exact; BF16 becomes F32 (exact) and
+// Q8_0 / Q4_0 become F16: their blocks run along n_ff, so they cannot be moved without
+// requantizing, and F16 keeps each value to within 2^-11 relative, far below their own error.
+struct NeuronMajorDown {
+  std::vector<Matrix> layers;                // empty Matrix where the file has ffn_down_t
+  std::vector<std::vector<uint8_t>> storage;
+};
+
+NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers);
+
+// The type a transposed copy of a `t` matrix is stored in.
+DType neuron_major_type(DType t);
+
+}  // namespace hearth::sparse

@@ -1,0 +1,357 @@
+// The neuron-sparse kernels and ops (gemm_gather, axpy, gather_matmul, sparse_axpy) for every
+// dtype and every ISA this CPU has. gemm_gather must equal gemm bit for bit (an all-active sparse
+// FFN is the dense one). axpy sums its rows in float in ascending order: the scalar reference
+// (unfused y += a * w) and the FMA variants are held to a double-precision reference within
+// (terms + 2) * FLT_EPSILON times the sum of absolute terms, the bound of sequential float
+// summation; the ops must give the same bits for any thread count.
+#include "ops/sparse_matmul.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "backend/cpu/context.h"
+#include "common/kernel_test_util.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "ops/matmul.h"
+
+namespace hearth {
+namespace {
+
+using test::isas;
+
+// k distinct row numbers of [0, rows), ascending, with gaps.
+std::vector<int32_t> random_idx(int64_t rows, int64_t k, uint32_t seed) {
+  std::vector<int32_t> all(static_cast<size_t>(rows));
+  std::iota(all.begin(), all.end(), 0);
+  std::mt19937 rng(seed);
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(static_cast<size_t>(k));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// Activation rows in the format `k` multiplies.
+std::vector<uint8_t> to_acts(const cpu::WeightKernels& k, const std::vector<float>& x, int64_t n,
+                             int64_t cols, size_t* ld) {
+  *ld = cpu::act_row_bytes(k.act, cols);
+  std::vector<uint8_t> out(*ld * static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    if (k.act == cpu::ActFormat::F32) {
+      std::memcpy(out.data() + t * *ld, x.data() + t * cols, static_cast<size_t>(cols) * 4);
+    } else {
+      k.to_act(x.data() + t * cols, out.data() + t * *ld, cols);
+    }
+  }
+  return out;
+}
+
+std::vector<float> dequantized(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+  std::vector<float> f(static_cast<size_t>(rows * cols));
+  dequantize_row(t, w.data(), f.data(), rows * cols);
+  return f;
+}
+
+// Coefficients [nt, nr] with exact zeros: about a third of the entries at random, and every row
+// j with j % 4 == 1 zero for all tokens (a skipped row).
+std::vector<float> sparse_coefficients(int64_t nt, int64_t nr, uint32_t seed) {
+  auto a = test::random_floats(nt * nr, seed);
+  std::mt19937 rng(seed + 1);
+  for (int64_t t = 0; t < nt; ++t) {
+    for (int64_t j = 0; j < nr; ++j) {
+      if (j % 4 == 1 || rng() % 3 == 0) a[t * nr + j] = 0.0f;
+    }
+  }
+  return a;
+}
+
+std::vector<int64_t> gather_cols(DType t) {
+  std::vector<int64_t> cols = {32, 96, 224, 1056};
+  if (dtype_block_size(t) == 1) cols.insert(cols.end(), {37, 101});
+  return cols;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+TEST(SparseKernels, EveryIsaFillsTheSparseEntries) {
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels k = cpu::select_kernels(isa);
+    for (DType t : test::kAllTypes) {
+      EXPECT_NE(k.weights(t).gemm_gather, nullptr) << cpu::isa_name(isa) << dtype_name(t);
+      EXPECT_NE(k.weights(t).axpy, nullptr) << cpu::isa_name(isa) << dtype_name(t);
+    }
+  }
+}
+
+TEST(SparseKernels, GemmGatherEqualsGemmBitForBit) {
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    for (DType t : test::kAllTypes) {
+      const cpu::WeightKernels& k = ks.weights(t);
+      for (int64_t cols : gather_cols(t)) {
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        for (int64_t nr : {1, 3, 17, 67}) {
+          const int64_t rows = 2 * nr + 5;
+          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + nr));
+          const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr));
+          for (int64_t nt : {1, 2, 5, 13}) {
+            size_t ldx = 0;
+            const auto x = to_acts(k, test::random_floats(nt * cols, static_cast<uint32_t>(nt)), nt,
+                                   cols, &ldx);
+            std::vector<float> dense(static_cast<size_t>(rows * nt)),
+                y(static_cast<size_t>(nr * nt));
+            k.gemm(cols, w.data(), ldw, rows, x.data(), ldx, nt, dense.data(), rows);
+            k.gemm_gather(cols, w.data(), ldw, idx.data(), nr, x.data(), ldx, nt, y.data(), nr);
+            for (int64_t tok = 0; tok < nt; ++tok) {
+              for (int64_t j = 0; j < nr; ++j) {
+                ASSERT_TRUE(same_bits(y[tok * nr + j], dense[tok * rows + idx[j]]))
+                    << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                    << " nr=" << nr << " nt=" << nt << " token " << tok << " j " << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SparseKernels, AxpyMatchesReferenceAndScalar) {
+  const cpu::Kernels scalar = cpu::select_kernels(cpu::Isa::Scalar);
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    for (DType t : test::kAllTypes) {
+      for (int64_t cols : gather_cols(t)) {
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        for (int64_t nr : {1, 3, 17, 67}) {
+          const int64_t rows = 2 * nr + 5;
+          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols * nr));
+          const auto wf = dequantized(t, w, rows, cols);
+          const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr + 1));
+          for (int64_t nt : {1, 2, 5, 13}) {
+            const auto a = sparse_coefficients(nt, nr, static_cast<uint32_t>(nt * 7 + nr));
+            const auto y0 = test::random_floats(nt * cols, static_cast<uint32_t>(nt + cols));
+            auto y = y0, ys = y0;
+            ks.weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, nt, y.data(),
+                               cols);
+            scalar.weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, nt, ys.data(),
+                                   cols);
+            for (int64_t tok = 0; tok < nt; ++tok) {
+              for (int64_t c = 0; c < cols; ++c) {
+                double want = y0[tok * cols + c], abs = std::fabs(want);
+                for (int64_t j = 0; j < nr; ++j) {
+                  const double p = static_cast<double>(a[tok * nr + j]) * wf[idx[j] * cols + c];
+                  want += p;
+                  abs += std::fabs(p);
+                }
+                const double tol = (nr + 2) * FLT_EPSILON * abs + 1e-30;
+                const size_t i = static_cast<size_t>(tok * cols + c);
+                ASSERT_NEAR(y[i], want, tol) << cpu::isa_name(isa) << " " << dtype_name(t)
+                                             << " cols=" << cols << " nr=" << nr << " nt=" << nt;
+                ASSERT_NEAR(y[i], ys[i], 2 * tol) << cpu::isa_name(isa) << " vs scalar";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the
+// output into NaN (0 * NaN), so finite, unchanged outputs show they were skipped.
+TEST(SparseKernels, AxpySkipsRowsWithZeroCoefficients) {
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    for (DType t : test::kAllTypes) {
+      const int64_t rows = 40, cols = 96, nr = 12;
+      auto w = test::random_weights(t, rows, cols, 3);
+      const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+      const auto idx = random_idx(rows, nr, 4);
+      for (int64_t nt : {1, 3}) {
+        const auto a = sparse_coefficients(nt, nr, 5);
+        auto poisoned = w;
+        for (int64_t j = 1; j < nr; j += 4) {
+          uint8_t* row = poisoned.data() + idx[j] * ldw;
+          if (dtype_block_size(t) == 1) {
+            std::vector<float> nan(static_cast<size_t>(cols), std::nanf(""));
+            quantize_row(t, nan.data(), row, cols);
+          } else {
+            // Every block's f16 scale becomes NaN.
+            const auto bb = static_cast<size_t>(dtype_block_bytes(t));
+            for (size_t b = 0; b < ldw; b += bb) std::memcpy(row + b, "\x00\x7e", 2);
+          }
+        }
+        std::vector<float> y(static_cast<size_t>(nt * cols), 1.0f), yp = y;
+        const cpu::WeightKernels& k = ks.weights(t);
+        k.axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, nt, y.data(), cols);
+        k.axpy(cols, poisoned.data(), ldw, idx.data(), nr, a.data(), nr, nt, yp.data(), cols);
+        ASSERT_EQ(std::memcmp(y.data(), yp.data(), y.size() * 4), 0)
+            << cpu::isa_name(isa) << " " << dtype_name(t) << " nt=" << nt;
+        // All coefficients zero: nothing is read and y is untouched.
+        const std::vector<float> zeros(static_cast<size_t>(nt * nr), 0.0f);
+        k.axpy(cols, nullptr, ldw, idx.data(), nr, zeros.data(), nr, nt, yp.data(), cols);
+        ASSERT_EQ(std::memcmp(y.data(), yp.data(), y.size() * 4), 0);
+      }
+    }
+  }
+}
+
+TEST(SparseOps, GatherMatmulOfEveryRowEqualsMatmul) {
+  for (cpu::Isa isa : isas()) {
+    cpu::CpuContext ctx(2, isa);
+    for (DType t : test::kAllTypes) {
+      for (int64_t cols : test::test_cols(t)) {
+        const int64_t rows = 67;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
+        std::vector<int32_t> idx(static_cast<size_t>(rows));
+        std::iota(idx.begin(), idx.end(), 0);
+        for (int64_t n : {1, 5, 13}) {
+          const auto x = test::random_floats(n * cols, static_cast<uint32_t>(n + cols));
+          std::vector<float> dense(static_cast<size_t>(rows * n)), y(dense.size());
+          matmul(ctx, t, w.data(), rows, cols, x.data(), n, dense.data());
+          gather_matmul(ctx, t, w.data(), rows, cols, idx.data(), rows, x.data(), n, y.data());
+          ASSERT_EQ(std::memcmp(y.data(), dense.data(), y.size() * 4), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(SparseOps, GatherMatmulDoesNotDependOnThreadCount) {
+  for (cpu::Isa isa : isas()) {
+    for (DType t : test::kAllTypes) {
+      // Enough selected bytes that every thread gets a part.
+      const int64_t rows = 1000, cols = 1024, n_idx = 401;
+      const auto w = test::random_weights(t, rows, cols, 11);
+      const auto idx = random_idx(rows, n_idx, 12);
+      for (int64_t n : {1, 9}) {
+        const auto x = test::random_floats(n * cols, 13);
+        std::vector<float> dense(static_cast<size_t>(rows * n)), first;
+        for (int nth = 1; nth <= 4; ++nth) {
+          cpu::CpuContext ctx(nth, isa);
+          std::vector<float> y(static_cast<size_t>(n_idx * n));
+          gather_matmul(ctx, t, w.data(), rows, cols, idx.data(), n_idx, x.data(), n, y.data());
+          if (nth == 1) {
+            first = y;
+            matmul(ctx, t, w.data(), rows, cols, x.data(), n, dense.data());
+            for (int64_t tok = 0; tok < n; ++tok) {
+              for (int64_t j = 0; j < n_idx; ++j) {
+                ASSERT_TRUE(same_bits(y[tok * n_idx + j], dense[tok * rows + idx[j]]));
+              }
+            }
+          }
+          ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * 4), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " n=" << n << " nth=" << nth;
+        }
+      }
+    }
+  }
+}
+
+TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
+  for (cpu::Isa isa : isas()) {
+    for (DType t : test::kAllTypes) {
+      // Odd widths for float types leave a partial last column block.
+      for (int64_t cols : {int64_t{1024}, dtype_block_size(t) == 1 ? int64_t{1001} : 96}) {
+        const int64_t rows = 700, n_idx = 251;
+        const auto w_t = test::random_weights(t, rows, cols, 21);
+        const auto wf = dequantized(t, w_t, rows, cols);
+        const auto idx = random_idx(rows, n_idx, 22);
+        for (int64_t n : {1, 4}) {
+          const auto a = sparse_coefficients(n, n_idx, 23);
+          std::vector<float> first;
+          for (int nth = 1; nth <= 4; ++nth) {
+            cpu::CpuContext ctx(nth, isa);
+            std::vector<float> y(static_cast<size_t>(n * cols), std::nanf(""));
+            sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data(), n_idx, a.data(), n, y.data());
+            if (nth > 1) {
+              ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * 4), 0)
+                  << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " n=" << n
+                  << " nth=" << nth;
+              continue;
+            }
+            first = y;
+            for (int64_t tok = 0; tok < n; ++tok) {
+              for (int64_t c = 0; c < cols; ++c) {
+                double want = 0, abs = 0;
+                for (int64_t j = 0; j < n_idx; ++j) {
+                  const double p = static_cast<double>(a[tok * n_idx + j]) * wf[idx[j] * cols + c];
+                  want += p;
+                  abs += std::fabs(p);
+                }
+                ASSERT_NEAR(y[tok * cols + c], want, (n_idx + 2) * FLT_EPSILON * abs + 1e-30)
+                    << cpu::isa_name(isa) << " " << dtype_name(t) << " c=" << c;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The sparse down projection with every neuron active is the dense one: sparse_axpy over the
+// neuron-major W_t against matvec over W = W_t^T (for quantized types, over the dequantized W_t
+// as F32, since a transposed quantized matrix has other blocks).
+TEST(SparseOps, AllActiveSparseAxpyEqualsMatvec) {
+  for (cpu::Isa isa : isas()) {
+    cpu::CpuContext ctx(3, isa);
+    for (DType t : test::kAllTypes) {
+      const int64_t n_embd = 160, n_ff = 291;
+      const auto w_t = test::random_weights(t, n_ff, n_embd, 31);
+      const auto wf_t = dequantized(t, w_t, n_ff, n_embd);
+      std::vector<float> wf(wf_t.size());
+      for (int64_t r = 0; r < n_ff; ++r) {
+        for (int64_t c = 0; c < n_embd; ++c) wf[c * n_ff + r] = wf_t[r * n_embd + c];
+      }
+      // Float types round element by element, so W in t holds exactly W_t's values.
+      const DType wtype = dtype_block_size(t) == 1 ? t : DType::F32;
+      std::vector<uint8_t> w(static_cast<size_t>(n_embd * row_bytes(wtype, n_ff)));
+      quantize_rows(wtype, wf.data(), w.data(), n_embd, n_ff);
+      std::vector<int32_t> idx(static_cast<size_t>(n_ff));
+      std::iota(idx.begin(), idx.end(), 0);
+      const auto a = test::random_floats(n_ff, 32);
+      std::vector<float> dense(static_cast<size_t>(n_embd)), y(dense.size());
+      matvec(ctx, wtype, w.data(), n_embd, n_ff, a.data(), dense.data());
+      sparse_axpy(ctx, t, w_t.data(), n_ff, n_embd, idx.data(), n_ff, a.data(), 1, y.data());
+      for (int64_t c = 0; c < n_embd; ++c) {
+        double abs = 0;
+        for (int64_t r = 0; r < n_ff; ++r)
+          abs += std::fabs(static_cast<double>(a[r]) * wf_t[r * n_embd + c]);
+        const double tol = (n_ff + 2 + 2 * (n_ff / 8.0 + 8)) * FLT_EPSILON * abs;
+        ASSERT_NEAR(y[c], dense[c], tol)
+            << cpu::isa_name(isa) << " " << dtype_name(t) << " c=" << c;
+      }
+    }
+  }
+}
+
+TEST(SparseOps, EmptyListsAndBadInput) {
+  cpu::CpuContext ctx(2, cpu::Isa::Scalar);
+  const auto w = test::random_weights(DType::Q4_0, 4, 64, 1);
+  const float x[128] = {};
+  float y[128];
+  std::fill(std::begin(y), std::end(y), 7.0f);
+  const int32_t good[2] = {0, 3}, low[2] = {0, -1}, high[2] = {2, 4};
+  // No active neuron: gather writes nothing, axpy writes zeros.
+  gather_matmul(ctx, DType::Q4_0, w.data(), 4, 64, good, 0, x, 1, y);
+  EXPECT_EQ(y[0], 7.0f);
+  sparse_axpy(ctx, DType::Q4_0, w.data(), 4, 64, good, 0, x, 2, y);
+  EXPECT_TRUE(std::all_of(y, y + 128, [](float v) { return v == 0.0f; }));
+  EXPECT_THROW(gather_matmul(ctx, DType::Q4_0, w.data(), 4, 64, low, 2, x, 1, y), Error);
+  EXPECT_THROW(gather_matmul(ctx, DType::Q4_0, w.data(), 4, 64, high, 2, x, 1, y), Error);
+  EXPECT_THROW(sparse_axpy(ctx, DType::Q4_0, w.data(), 4, 64, high, 2, x, 1, y), Error);
+  EXPECT_THROW(sparse_axpy(ctx, DType::Q4_0, w.data(), 4, 48, good, 2, x, 1, y), Error);
+  EXPECT_THROW(gather_matmul(ctx, DType::Q8_0, w.data(), 4, 40, good, 2, x, 1, y), Error);
+  EXPECT_THROW(gather_matmul(ctx, DType::F16, w.data(), 4, 32, good, -1, x, 1, y), Error);
+  EXPECT_THROW(sparse_axpy(ctx, DType::F16, w.data(), 4, 32, good, 2, x, -1, y), Error);
+}
+
+}  // namespace
+}  // namespace hearth

@@ -1,0 +1,374 @@
+// Tiny falcon and opt models for the architecture tests: random weights (F32, or Q8_0 where the
+// rows allow), written as GGUF files (plain or PowerInfer's PWRI layout), and a reference forward
+// pass that transcribes each architecture as plain loops in double precision.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "core/dtype.h"
+#include "core/quantize.h"
+#include "gguf/gguf.h"
+#include "model/synth_vocab.h"
+
+namespace hearth::arch_test {
+
+constexpr int64_t kEmbd = 64;
+constexpr int64_t kLayers = 2;
+constexpr int64_t kFf = 256;
+constexpr int64_t kHead = 4;
+constexpr int64_t kHeadDim = kEmbd / kHead;
+constexpr int64_t kVocab = 300;
+constexpr int64_t kOptPositions = 2050;  // 2048 positions + OPT's offset of 2
+constexpr int64_t kOptOffset = 2;
+constexpr float kEps = 1e-5f;
+constexpr uint32_t kGgmlF32 = 0;
+
+struct Tensor {
+  std::vector<int64_t> ne;  // ggml order: ne[0] contiguous
+  std::vector<float> data;  // the values (of the quantized bytes, when quantized)
+  DType type = DType::F32;
+  std::vector<uint8_t> quantized;
+};
+
+// The tensors and options of one tiny model; write() makes the GGUF file.
+struct TinyModel {
+  std::string arch;
+  int64_t n_head_kv = kHead;
+  bool pwri = false;    // magic PWRI, ffn_down_t instead of ffn_down, predictors
+  bool norm_2 = false;  // falcon-40B's attn_norm_2
+  std::string act;      // hearth.ffn_activation when not empty
+  std::string layout;   // falcon.tensor_data_layout when not empty
+  std::vector<std::string> order;
+  std::map<std::string, Tensor> tensors;
+  std::mt19937 rng{7};
+
+  int64_t kv_dim() const { return n_head_kv * kHeadDim; }
+
+  std::vector<float> random(size_t n, float scale, float offset = 0.0f) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& x : v) x = offset + scale * u(rng);
+    return v;
+  }
+  void add(const std::string& name, std::vector<int64_t> ne, float scale, float offset = 0.0f) {
+    size_t n = 1;
+    for (int64_t d : ne) n *= static_cast<size_t>(d);
+    order.push_back(name);
+    tensors[name] = Tensor{std::move(ne), random(n, scale, offset), DType::F32, {}};
+  }
+  // y = W x for W of ne {in, out}.
+  void add_linear(const std::string& name, int64_t in, int64_t out, float gain = 1.0f) {
+    add(name, {in, out}, gain / std::sqrt(static_cast<float>(in)));
+  }
+  void add_norm(const std::string& name) {
+    add(name + ".weight", {kEmbd}, 0.1f, 1.0f);
+    add(name + ".bias", {kEmbd}, 0.1f);
+  }
+  // ffn_down {n_ff, n_embd}, or PowerInfer's transposed ffn_down_t {n_embd, n_ff}.
+  void add_down(const std::string& name, bool transposed) {
+    add(name + ".weight", transposed ? std::vector<int64_t>{kEmbd, kFf} : std::vector<int64_t>{kFf, kEmbd},
+        1.0f / std::sqrt(static_cast<float>(kFf)));
+  }
+  void add_predictor(int64_t il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const int64_t hidden = 16 + 24 * il;  // a different width in every layer
+    add_linear(p + "fc1.weight", kEmbd, hidden);
+    add_linear(p + "fc2.weight", hidden, kFf);
+  }
+
+  void drop(const std::string& name) {
+    ASSERT_EQ(tensors.erase(name), 1u) << name;
+    order.erase(std::find(order.begin(), order.end(), name));
+  }
+  void reshape(const std::string& name, std::vector<int64_t> ne) {
+    Tensor& t = tensors.at(name);
+    size_t n = 1;
+    for (int64_t d : ne) n *= static_cast<size_t>(d);
+    t.ne = std::move(ne);
+    t.data.resize(n, 0.25f);
+  }
+
+  // Stores every matrix whose rows allow it as `type`; the reference then reads the values the
+  // file really holds.
+  void quantize(DType type) {
+    for (auto& [name, t] : tensors) {
+      if (t.ne.size() != 2 || t.ne[0] % dtype_block_size(type) != 0) continue;
+      t.type = type;
+      t.quantized.resize(static_cast<size_t>(t.ne[1] * row_bytes(type, t.ne[0])));
+      quantize_rows(type, t.data.data(), t.quantized.data(), t.ne[1], t.ne[0]);
+      for (int64_t r = 0; r < t.ne[1]; ++r) {
+        dequantize_row(type, t.quantized.data() + r * row_bytes(type, t.ne[0]),
+                       t.data.data() + r * t.ne[0], t.ne[0]);
+      }
+    }
+  }
+
+  const Tensor* find(const std::string& name) const {
+    const auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
+  const Tensor& at(const std::string& name) const { return tensors.at(name); }
+
+  std::string write(const std::string& file_name) const {
+    gguf::GgufWriter w;
+    w.set_string("general.architecture", arch);
+    w.set_string("general.name", "tiny " + arch);
+    const std::string a = arch + ".";
+    w.set_u32(a + "context_length", arch == "opt" ? kOptPositions : 2048);
+    w.set_u32(a + "embedding_length", kEmbd);
+    w.set_u32(a + "block_count", kLayers);
+    w.set_u32(a + "feed_forward_length", kFf);
+    w.set_u32(a + "attention.head_count", kHead);
+    w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
+    w.set_f32(a + "attention.layer_norm_epsilon", kEps);
+    if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
+    if (!act.empty()) w.set_string("hearth.ffn_activation", act);
+    const SynthVocab vocab = make_synth_vocab(kVocab);
+    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
+    w.set_f32_array("tokenizer.ggml.scores", vocab.scores);
+    w.set_i32_array("tokenizer.ggml.token_type", vocab.types);
+    w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+    w.set_u32("tokenizer.ggml.bos_token_id", 1);
+    w.set_u32("tokenizer.ggml.eos_token_id", 2);
+    w.set_magic_powerinfer(pwri);
+    for (const std::string& name : order) {
+      const Tensor& t = tensors.at(name);
+      if (t.type == DType::F32) {
+        w.add_tensor(name, kGgmlF32, t.ne, t.data.data(), t.data.size() * sizeof(float));
+      } else {
+        w.add_tensor(name, static_cast<uint32_t>(t.type), t.ne, t.quantized.data(),
+                     t.quantized.size());
+      }
+    }
+    const std::string path = test::temp_dir() + "/" + file_name;
+    w.write(path);
+    return path;
+  }
+};
+
+// Falcon-7B's shape (multi-query: n_head_kv = 1) or, with norm_2, Falcon-40B's.
+inline TinyModel make_falcon(bool pwri, bool norm_2, int64_t n_head_kv) {
+  TinyModel m;
+  m.arch = "falcon";
+  m.pwri = pwri;
+  m.norm_2 = norm_2;
+  m.n_head_kv = n_head_kv;
+  m.layout = "jploski";
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_norm("output_norm");
+  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  for (int64_t il = 0; il < kLayers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    m.add_norm(p + "attn_norm");
+    if (norm_2) m.add_norm(p + "attn_norm_2");
+    m.add_linear(p + "attn_qkv.weight", kEmbd, kEmbd + 2 * m.kv_dim(), 3.0f);
+    m.add_linear(p + "attn_output.weight", kEmbd, kEmbd);
+    m.add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
+    m.add_down(p + (pwri ? "ffn_down_t" : "ffn_down"), pwri);
+    if (pwri) m.add_predictor(il);
+  }
+  return m;
+}
+
+// Pre-LayerNorm OPT (1.3B and larger) with biases everywhere and tied output.
+inline TinyModel make_opt(bool pwri) {
+  TinyModel m;
+  m.arch = "opt";
+  m.pwri = pwri;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add("position_embd.weight", {kEmbd, kOptPositions}, 0.5f);
+  m.add_norm("output_norm");
+  for (int64_t il = 0; il < kLayers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    m.add_norm(p + "attn_norm");
+    for (const char* qkv : {"attn_q", "attn_k", "attn_v"}) {
+      m.add_linear(p + qkv + ".weight", kEmbd, kEmbd, 3.0f);
+      m.add(p + qkv + ".bias", {kEmbd}, 0.2f);
+    }
+    m.add_linear(p + "attn_output.weight", kEmbd, kEmbd);
+    m.add(p + "attn_output.bias", {kEmbd}, 0.1f);
+    m.add_norm(p + "ffn_norm");
+    m.add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
+    m.add(p + "ffn_up.bias", {kFf}, 0.3f, -0.1f);
+    const std::string down = p + (pwri ? "ffn_down_t" : "ffn_down");
+    m.add_down(down, pwri);
+    m.add(down + ".bias", {kEmbd}, 0.1f);
+    if (pwri) m.add_predictor(il);
+  }
+  return m;
+}
+
+// ---- The reference: each architecture transcribed as plain loops in double precision. ----
+
+using Vec = std::vector<double>;
+
+// y = W x for W of ne {cols, rows}
+inline Vec linear(const Tensor& w, const Vec& x) {
+  const int64_t cols = w.ne[0], rows = w.ne[1];
+  EXPECT_EQ(cols, static_cast<int64_t>(x.size()));
+  Vec y(static_cast<size_t>(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) y[r] += double(w.data[r * cols + c]) * x[c];
+  }
+  return y;
+}
+
+inline void add(Vec& y, const Vec& x) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+}
+inline void add(Vec& y, const Tensor& bias) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] += bias.data[i];
+}
+
+inline Vec layer_norm(const Vec& x, const TinyModel& m, const std::string& name) {
+  const Tensor& w = m.at(name + ".weight");
+  const Tensor& b = m.at(name + ".bias");
+  double mean = 0.0, var = 0.0;
+  for (double v : x) mean += v;
+  mean /= double(x.size());
+  for (double v : x) var += (v - mean) * (v - mean);
+  var /= double(x.size());
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) / std::sqrt(var + kEps) * w.data[i] + b.data[i];
+  return y;
+}
+
+inline Vec row(const Tensor& t, int64_t r) {
+  return Vec(t.data.begin() + r * t.ne[0], t.data.begin() + (r + 1) * t.ne[0]);
+}
+
+inline double act(const std::string& name, double x) {
+  if (name == "relu") return std::max(x, 0.0);
+  // gelu, tanh form (ggml's)
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+// NeoX rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2).
+inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos) {
+  const int64_t half = kHeadDim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    double* v = x.data() + h * kHeadDim;
+    for (int64_t i = 0; i < half; ++i) {
+      const double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(kHeadDim));
+      const double x0 = v[i], x1 = v[i + half];
+      v[i] = x0 * std::cos(theta) - x1 * std::sin(theta);
+      v[i + half] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+  }
+}
+
+class Reference {
+ public:
+  // predict: keep only the neurons whose predictor score fc2 · relu(fc1 · p) is >= 0.
+  Reference(const TinyModel& m, std::string activation, bool predict = false)
+      : m_(m), act_(std::move(activation)), predict_(predict), k_(kLayers), v_(kLayers) {}
+
+  // The logits after `token` at the next position.
+  Vec step(int32_t token) {
+    const int64_t pos = pos_++;
+    Vec x = row(m_.at("token_embd.weight"), token);
+    if (m_.arch == "opt") add(x, row(m_.at("position_embd.weight"), pos + kOptOffset));
+    for (int64_t il = 0; il < kLayers; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      if (m_.arch == "falcon") {
+        const Vec h = layer_norm(x, m_, p + "attn_norm");
+        const Vec a = m_.norm_2 ? layer_norm(x, m_, p + "attn_norm_2") : h;
+        const Vec qkv = linear(m_.at(p + "attn_qkv.weight"), a);
+        Vec q(qkv.begin(), qkv.begin() + kEmbd);
+        Vec k(qkv.begin() + kEmbd, qkv.begin() + kEmbd + m_.kv_dim());
+        Vec v(qkv.begin() + kEmbd + m_.kv_dim(), qkv.end());
+        rope_neox(q, kHead, pos);
+        rope_neox(k, m_.n_head_kv, pos);
+        const Vec att = linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v));
+        const Vec f = ffn(p, h, x);  // predicted from the layer input
+        for (size_t i = 0; i < x.size(); ++i) x[i] += att[i] + f[i];
+      } else {
+        const Vec h = layer_norm(x, m_, p + "attn_norm");
+        Vec q = linear(m_.at(p + "attn_q.weight"), h);
+        add(q, m_.at(p + "attn_q.bias"));
+        Vec k = linear(m_.at(p + "attn_k.weight"), h);
+        add(k, m_.at(p + "attn_k.bias"));
+        Vec v = linear(m_.at(p + "attn_v.weight"), h);
+        add(v, m_.at(p + "attn_v.bias"));
+        Vec att = linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v));
+        add(att, m_.at(p + "attn_output.bias"));
+        add(x, att);
+        add(x, ffn(p, layer_norm(x, m_, p + "ffn_norm"), x));
+      }
+    }
+    const Vec h = layer_norm(x, m_, "output_norm");
+    const Tensor* out = m_.find("output.weight");
+    return linear(out ? *out : m_.at("token_embd.weight"), h);
+  }
+
+ private:
+  Vec attend(int64_t il, const Vec& q, const Vec& k, const Vec& v) {
+    k_[il].push_back(k);
+    v_[il].push_back(v);
+    const int64_t group = kHead / m_.n_head_kv;
+    const size_t n = k_[il].size();
+    Vec out(kEmbd, 0.0);
+    for (int64_t h = 0; h < kHead; ++h) {
+      const int64_t kvh = h / group;
+      Vec s(n);
+      double max = -1e300;
+      for (size_t j = 0; j < n; ++j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < kHeadDim; ++d) dot += q[h * kHeadDim + d] * k_[il][j][kvh * kHeadDim + d];
+        s[j] = dot / std::sqrt(double(kHeadDim));
+        max = std::max(max, s[j]);
+      }
+      double sum = 0.0;
+      for (double& e : s) sum += (e = std::exp(e - max));
+      for (size_t j = 0; j < n; ++j) {
+        for (int64_t d = 0; d < kHeadDim; ++d) {
+          out[h * kHeadDim + d] += s[j] / sum * v_[il][j][kvh * kHeadDim + d];
+        }
+      }
+    }
+    return out;
+  }
+
+  Vec ffn(const std::string& p, const Vec& h, const Vec& pred_in) {
+    Vec a = linear(m_.at(p + "ffn_up.weight"), h);
+    if (const Tensor* b = m_.find(p + "ffn_up.bias")) add(a, *b);
+    for (double& e : a) e = act(act_, e);
+    if (predict_) {
+      Vec hidden = linear(m_.at(p + "fc1.weight"), pred_in);
+      for (double& e : hidden) e = std::max(e, 0.0);
+      const Vec score = linear(m_.at(p + "fc2.weight"), hidden);
+      for (int64_t i = 0; i < kFf; ++i) {
+        if (score[i] < 0.0) a[i] = 0.0;
+      }
+    }
+    Vec y(kEmbd, 0.0);
+    if (const Tensor* down = m_.find(p + "ffn_down.weight")) {
+      y = linear(*down, a);
+      if (const Tensor* b = m_.find(p + "ffn_down.bias")) add(y, *b);
+    } else {
+      const Tensor& dt = m_.at(p + "ffn_down_t.weight");  // row i: neuron i's output column
+      for (int64_t i = 0; i < kFf; ++i) {
+        for (int64_t e = 0; e < kEmbd; ++e) y[e] += a[i] * dt.data[i * kEmbd + e];
+      }
+      if (const Tensor* b = m_.find(p + "ffn_down_t.bias")) add(y, *b);
+    }
+    return y;
+  }
+
+  const TinyModel& m_;
+  std::string act_;
+  bool predict_;
+  int64_t pos_ = 0;
+  std::vector<std::vector<Vec>> k_, v_;  // per layer, per position
+};
+
+}  // namespace hearth::arch_test

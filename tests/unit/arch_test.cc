@@ -1,0 +1,304 @@
+// The falcon and opt architectures end to end: tiny files (arch_models.h) whose logits must match
+// the double-precision reference, prompt at once and token by token; their PowerInfer twins
+// (magic PWRI, ffn_down_t, predictors of a different width per layer) in every sparse mode; and
+// malformed files, refused with the tensor named.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "hearth/model.h"
+#include "hearth/session.h"
+#include "unit/arch_models.h"
+
+namespace hearth {
+namespace {
+
+using namespace arch_test;
+
+const std::vector<int32_t> kPrompt = {1, 17, 42, 99, 150, 260, 7};
+
+// ---- Helpers over Hearth's public API. ----
+
+SessionOptions options(SparseMode mode) {
+  SessionOptions o;
+  o.n_ctx = 64;
+  o.n_threads = 2;
+  o.kv_type = KvType::F32;  // the reference keeps K and V exact
+  o.sparse = mode;
+  return o;
+}
+
+// max |got - ref| over the vector, relative to the largest |ref|.
+double rel_diff(const float* got, const Vec& ref) {
+  double diff = 0.0, scale = 1e-12;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(double(got[i]) - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return diff / scale;
+}
+
+double rel_diff(const std::vector<float>& got, const std::vector<float>& ref) {
+  return rel_diff(got.data(), Vec(ref.begin(), ref.end()));
+}
+
+// Prompt at once (eval_all) and token by token (eval), both against the reference.
+void expect_matches_reference(const TinyModel& m, const std::string& activation,
+                              const std::string& path, SparseMode mode = SparseMode::Dense,
+                              double tolerance = 1e-3) {
+  SCOPED_TRACE(path + " (" + activation + ", " + to_string(mode) + ")");
+  const auto model = Model::load(path);
+  Reference ref(m, activation, mode == SparseMode::Predictor);
+  std::vector<Vec> expected;
+  for (int32_t t : kPrompt) expected.push_back(ref.step(t));
+
+  Session batch(model, options(mode));
+  std::vector<float> all(kPrompt.size() * kVocab);
+  batch.eval_all(kPrompt, all);
+  for (size_t t = 0; t < kPrompt.size(); ++t) {
+    EXPECT_LT(rel_diff(all.data() + t * kVocab, expected[t]), tolerance) << "prompt token " << t;
+  }
+  Session single(model, options(mode));
+  for (size_t t = 0; t < kPrompt.size(); ++t) {
+    const auto logits = single.eval({&kPrompt[t], 1});
+    EXPECT_LT(rel_diff(logits.data(), expected[t]), tolerance) << "decode step " << t;
+  }
+}
+
+int32_t argmax(std::span<const float> v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Run {
+  std::vector<int32_t> tokens;     // greedy continuation
+  std::vector<float> prompt_logits;  // of the last prompt token
+  std::vector<float> last_logits;
+  SparseStats stats;
+};
+
+Run greedy(const std::shared_ptr<const Model>& model, SparseMode mode,
+           const std::vector<int32_t>& prompt, int steps) {
+  Session s(model, options(mode));
+  Run r;
+  auto logits = s.eval(prompt);
+  r.prompt_logits.assign(logits.begin(), logits.end());
+  for (int i = 0; i < steps; ++i) {
+    const int32_t t = argmax(logits);
+    r.tokens.push_back(t);
+    logits = s.eval({&t, 1});
+  }
+  r.last_logits.assign(logits.begin(), logits.end());
+  r.stats = s.sparse_stats();
+  return r;
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    Model::load(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(loaded without error)";
+}
+
+// ---- Tests. ----
+
+TEST(Falcon, ConfigFromMetadata) {
+  const TinyModel m = make_falcon(false, false, 1);
+  const auto model = Model::load(m.write("falcon7b.gguf"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, "falcon");
+  EXPECT_EQ(c.norm, NormType::Layer);
+  EXPECT_EQ(c.rope_type, RopeType::Neox);
+  EXPECT_EQ(c.n_head_kv, 1);
+  EXPECT_EQ(c.ffn_act, FfnActivation::Gelu);  // dense GGUF: Falcon's own GELU
+  EXPECT_FALSE(c.ffn_gated);
+  EXPECT_FALSE(c.tied_output);
+  EXPECT_FLOAT_EQ(c.norm_eps, kEps);
+
+  const TinyModel s = make_falcon(true, false, 1);
+  EXPECT_EQ(Model::load(s.write("falcon7b.pwri.gguf"))->config().ffn_act, FfnActivation::Relu);
+}
+
+TEST(Falcon, MatchesReferenceMultiQuery) {
+  const TinyModel m = make_falcon(false, false, 1);
+  expect_matches_reference(m, "gelu", m.write("falcon7b.gguf"));
+}
+
+TEST(Falcon, MatchesReferenceWithSecondNormAndGroupedKv) {
+  TinyModel m = make_falcon(false, true, 2);
+  m.act = "relu";
+  expect_matches_reference(m, "relu", m.write("falcon40b.gguf"));
+}
+
+TEST(Opt, ConfigFromMetadata) {
+  const TinyModel m = make_opt(false);
+  const auto model = Model::load(m.write("opt.gguf"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.arch, "opt");
+  EXPECT_EQ(c.norm, NormType::Layer);
+  EXPECT_EQ(c.rope_type, RopeType::None);
+  EXPECT_EQ(c.ffn_act, FfnActivation::Relu);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(c.n_ctx_train, kOptPositions - kOptOffset);  // the positions it has embeddings for
+}
+
+TEST(Opt, MatchesReference) {
+  const TinyModel m = make_opt(false);
+  expect_matches_reference(m, "relu", m.write("opt.gguf"));
+}
+
+TEST(Opt, ContextEndsWithTheLearnedPositions) {
+  const TinyModel m = make_opt(false);
+  const auto model = Model::load(m.write("opt.gguf"));
+  SessionOptions o = options(SparseMode::Dense);
+  o.n_ctx = 0;
+  EXPECT_EQ(Session(model, o).n_ctx(), kOptPositions - kOptOffset);
+  o.n_ctx = kOptPositions + 8;  // asked for more than the table holds
+  Session s(model, o);
+  std::vector<int32_t> tokens(kOptPositions - kOptOffset, 5);
+  s.eval(tokens);
+  const int32_t one = 6;
+  try {
+    s.eval({&one, 1});
+    FAIL() << "evaluated a position past the learned ones";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("learned positions"), std::string::npos) << e.what();
+  }
+}
+
+// PowerInfer's files: dense matches the (ReLU) reference; oracle equals dense; predictor runs.
+void check_sparse_modes(const TinyModel& m, const std::string& path) {
+  SCOPED_TRACE(path);
+  const auto model = Model::load(path);
+  ASSERT_TRUE(model->is_powerinfer());
+  ASSERT_TRUE(model->has_predictors());
+  EXPECT_EQ(model->config().ffn_act, FfnActivation::Relu);
+  expect_matches_reference(m, "relu", path, SparseMode::Dense);
+  expect_matches_reference(m, "relu", path, SparseMode::Oracle);
+  expect_matches_reference(m, "relu", path, SparseMode::Predictor);  // checks the predictor's input
+
+  // A prompt longer than the sparse path's batch takes the dense kernels with masks.
+  std::vector<int32_t> long_prompt = kPrompt;
+  for (int32_t t : {33, 44, 55, 66, 77, 88}) long_prompt.push_back(t);
+  for (const auto& prompt : {kPrompt, long_prompt}) {
+    const Run dense = greedy(model, SparseMode::Dense, prompt, 16);
+    const Run oracle = greedy(model, SparseMode::Oracle, prompt, 16);
+    EXPECT_EQ(dense.tokens, oracle.tokens);
+    EXPECT_LT(rel_diff(oracle.prompt_logits, dense.prompt_logits), 1e-4);
+    EXPECT_LT(rel_diff(oracle.last_logits, dense.last_logits), 1e-4);
+    EXPECT_LT(oracle.stats.neurons_active, oracle.stats.neurons_total);  // ReLU zeros skipped
+    EXPECT_GT(oracle.stats.neurons_active, 0u);
+
+    const Run pred = greedy(model, SparseMode::Predictor, prompt, 16);
+    for (float v : pred.last_logits) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(pred.tokens.size(), 16u);
+    EXPECT_GT(pred.stats.neurons_total, 0u);
+    EXPECT_LE(pred.stats.neurons_active, pred.stats.neurons_total);
+  }
+}
+
+TEST(ArchSparse, FalconPowerInferFileRunsInEveryMode) {
+  const TinyModel m = make_falcon(true, false, 1);
+  check_sparse_modes(m, m.write("falcon.pwri.gguf"));
+}
+
+TEST(ArchSparse, Falcon40bPowerInferFileRunsInEveryMode) {
+  const TinyModel m = make_falcon(true, true, 2);
+  check_sparse_modes(m, m.write("falcon40b.pwri.gguf"));
+}
+
+TEST(ArchSparse, OptPowerInferFileRunsInEveryMode) {
+  const TinyModel m = make_opt(true);
+  check_sparse_modes(m, m.write("opt.pwri.gguf"));
+}
+
+TEST(ArchSparse, OracleOnPlainGgufFilesEqualsDense) {
+  // No ffn_down_t: the sparse modes transpose ffn_down at load; the biases still apply.
+  for (TinyModel m : {make_opt(false), make_falcon(false, false, 1)}) {
+    m.act = "relu";
+    const std::string path = m.write(m.arch + "-relu.gguf");
+    expect_matches_reference(m, "relu", path, SparseMode::Oracle);
+    const auto model = Model::load(path);
+    EXPECT_EQ(greedy(model, SparseMode::Dense, kPrompt, 16).tokens,
+              greedy(model, SparseMode::Oracle, kPrompt, 16).tokens);
+  }
+}
+
+// Quantized matrices (falcon's Q, K and V are row ranges of one Q8_0 tensor): Hearth quantizes the
+// activations to 8 bits as well, hence the looser tolerance.
+TEST(ArchQuantized, Q8_0FilesMatchTheReference) {
+  TinyModel falcon = make_falcon(false, true, 2);
+  falcon.act = "relu";
+  falcon.quantize(DType::Q8_0);
+  ASSERT_EQ(falcon.at("blk.0.attn_qkv.weight").type, DType::Q8_0);
+  expect_matches_reference(falcon, "relu", falcon.write("falcon-q8.gguf"), SparseMode::Dense, 3e-2);
+  TinyModel opt = make_opt(true);
+  opt.quantize(DType::Q8_0);
+  const std::string path = opt.write("opt-q8.pwri.gguf");
+  expect_matches_reference(opt, "relu", path, SparseMode::Dense, 3e-2);
+  expect_matches_reference(opt, "relu", path, SparseMode::Oracle, 3e-2);
+}
+
+TEST(ArchMalformed, MissingBiasIsNamed) {
+  TinyModel opt = make_opt(false);
+  opt.drop("blk.1.attn_q.bias");
+  EXPECT_NE(load_error(opt.write("bad.gguf")).find("missing tensor 'blk.1.attn_q.bias'"),
+            std::string::npos);
+
+  TinyModel pwri = make_opt(true);
+  pwri.drop("blk.0.ffn_down_t.bias");
+  EXPECT_NE(load_error(pwri.write("bad.gguf")).find("missing tensor 'blk.0.ffn_down_t.bias'"),
+            std::string::npos);
+
+  TinyModel falcon = make_falcon(false, false, 1);
+  falcon.drop("blk.0.attn_norm.bias");
+  EXPECT_NE(load_error(falcon.write("bad.gguf")).find("missing tensor 'blk.0.attn_norm.bias'"),
+            std::string::npos);
+
+  TinyModel f40 = make_falcon(false, true, 2);
+  f40.drop("blk.1.attn_norm_2.bias");
+  EXPECT_NE(load_error(f40.write("bad.gguf")).find("missing tensor 'blk.1.attn_norm_2.bias'"),
+            std::string::npos);
+
+  TinyModel no_pos = make_opt(false);
+  no_pos.drop("position_embd.weight");
+  EXPECT_NE(load_error(no_pos.write("bad.gguf")).find("missing tensor 'position_embd.weight'"),
+            std::string::npos);
+}
+
+TEST(ArchMalformed, WrongShapesAreNamed) {
+  TinyModel falcon = make_falcon(false, false, 1);
+  // As if the file had a K and V head per query head (n_head_kv 4), while the metadata says 1.
+  falcon.reshape("blk.1.attn_qkv.weight", {kEmbd, 3 * kEmbd});
+  const std::string err = load_error(falcon.write("bad.gguf"));
+  EXPECT_NE(err.find("tensor 'blk.1.attn_qkv.weight' has shape [64, 192], expected [64, 96]"),
+            std::string::npos) << err;
+
+  TinyModel opt = make_opt(false);
+  opt.reshape("blk.0.ffn_up.bias", {kEmbd});
+  const std::string err2 = load_error(opt.write("bad.gguf"));
+  EXPECT_NE(err2.find("tensor 'blk.0.ffn_up.bias' has shape [64], expected [256]"),
+            std::string::npos) << err2;
+
+  TinyModel short_pos = make_opt(false);
+  short_pos.reshape("position_embd.weight", {kEmbd, 2});
+  const std::string err3 = load_error(short_pos.write("bad.gguf"));
+  EXPECT_NE(err3.find("position_embd.weight"), std::string::npos) << err3;
+}
+
+TEST(ArchMalformed, FalconLayoutOtherThanJploskiIsRefused) {
+  TinyModel m = make_falcon(false, false, 1);
+  m.layout = "interleaved";
+  const std::string err = load_error(m.write("bad.gguf"));
+  EXPECT_NE(err.find("falcon.tensor_data_layout"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace hearth
