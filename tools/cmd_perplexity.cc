@@ -61,6 +61,7 @@ int cmd_perplexity(int argc, char** argv) {
     const std::vector<int32_t> tokens = model->tokenize(text, add_bos);
     const eval::ChunkPlan plan = eval::plan_chunks(static_cast<int64_t>(tokens.size()), o.n_ctx,
                                                    max_chunks > 0 ? max_chunks : 0);
+    o.sparse_prompt = true;  // score the mode itself, not a dense prompt pass
     Session session(model, o);
     std::unique_ptr<Session> dense;
     if (kl_base) {

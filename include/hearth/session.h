@@ -24,6 +24,11 @@ struct SessionOptions {
   // In Predictor mode, also compute every neuron's true activation and count how well the
   // predictors did (recall, precision in SparseStats). Costs a dense gate; for measurement only.
   bool sparse_audit = false;
+  // Batches of more than a few tokens (prompts) run the dense FFN by default, as PowerInfer's
+  // prefill does: matrix-matrix kernels are faster than sparse ones there, and the prompt's KV
+  // cache is then exact. Set this to apply the mode's neuron masks to every batch (perplexity does,
+  // to measure the mode itself).
+  bool sparse_prompt = false;
 };
 
 // FFN neuron counts and weight traffic accumulated since the session was made (or

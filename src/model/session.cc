@@ -68,7 +68,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
                                                       : o.sparse_threshold),
       sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
       ffn(ffn_shape(config, model.weights, n_batch),
-          sparse::FfnMode{sparse_mode, sparse_threshold, sparse_audit}) {
+          sparse::FfnMode{sparse_mode, sparse_threshold, sparse_audit, o.sparse_prompt}) {
   const ModelConfig& c = config;
   attn.n_head = static_cast<int>(c.n_head);
   attn.n_head_kv = static_cast<int>(c.n_head_kv);

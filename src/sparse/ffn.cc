@@ -49,14 +49,16 @@ FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                       int64_t n, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
-  if (mode_.mode == SparseMode::Predictor) {
+  const bool small = n <= kMaxSparseBatch;
+  const SparseMode mode = small || mode_.masked_batches ? mode_.mode : SparseMode::Dense;
+  if (mode == SparseMode::Predictor) {
     predict(ctx, w, p, n, stats);
     if (mode_.audit) audit(ctx, w, xn, n, stats);
   }
-  if (mode_.mode != SparseMode::Dense && n <= kMaxSparseBatch) {
+  if (mode != SparseMode::Dense && small) {
     run_sparse(ctx, w, xn, n, out, stats);
   } else {
-    run_dense(ctx, w, xn, n, out, stats);
+    run_dense(ctx, w, xn, n, mode, out, stats);
   }
 }
 
@@ -90,7 +92,7 @@ void FfnExecutor::audit(cpu::CpuContext& ctx, const FfnWeights& w, const float* 
 }
 
 void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
-                            float* out, SparseStats& stats) {
+                            SparseMode mode, float* out, SparseStats& stats) {
   const int64_t n_ff = shape_.n_ff;
   const int64_t total = n * n_ff;
   float* const a = gate_.data();
@@ -105,7 +107,7 @@ void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   }
   stats.weight_bytes += rows_bytes(w.gate, n_ff) + rows_bytes(w.up, n_ff);
 
-  switch (mode_.mode) {
+  switch (mode) {
     case SparseMode::Predictor: {
       uint64_t active = 0;
       for (int64_t i = 0; i < total; ++i) {

@@ -11,8 +11,9 @@
 // Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path: the union of the
 // tokens' active sets is compacted into one index list, up/gate rows are gathered, down is an
 // axpy over the neuron-major rows, and each token keeps only its own neurons. Larger batches
-// (prompts) run the dense matrix-matrix kernels and apply the same per-token masks, so both
-// paths compute the same function and prompt speed does not regress.
+// (prompts) run the dense matrix-matrix kernels, so prompt speed does not regress; with
+// masked_batches they also apply the same per-token masks, and compute the same function as the
+// sparse path (perplexity measures a mode that way).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,7 @@ struct FfnMode {
   SparseMode mode = SparseMode::Dense;  // never Auto here
   float threshold = 0.0f;
   bool audit = false;  // Predictor: also compute the true activations and count hits
+  bool masked_batches = false;  // batches above kMaxSparseBatch apply the mode too (else dense)
 };
 
 // Buffers for one session's FFN, sized once: run() never allocates.
@@ -68,7 +70,7 @@ class FfnExecutor {
 
  private:
   void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
-                 float* out, SparseStats& stats);
+                 SparseMode mode, float* out, SparseStats& stats);
   void run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                   float* out, SparseStats& stats);
   void predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,

@@ -218,14 +218,23 @@ TEST(SparseModel, PowerInferFileLoadsAndRunsInEveryMode) {
 }
 
 TEST(SparseModel, PredictorDecodeMatchesPredictorPrompt) {
-  // Single-token steps (gather/axpy) and a batched prompt (dense kernels + masks) compute the
-  // same function; batches of a few tokens take the union of their active sets.
+  // Single-token steps (gather/axpy) and a masked prompt batch (dense kernels + masks) compute
+  // the same function; batches of a few tokens take the union of their active sets.
   const std::string dir = test::temp_dir();
   const auto m = Model::load(to_powerinfer(make_relu_model(dir, DType::F32), dir + "/p.gguf", {}));
   SessionOptions o;
   o.sparse = SparseMode::Predictor;
+  o.sparse_prompt = true;
   const auto steps = logits_after(m, o, kPrompt, true);
   EXPECT_LT(max_abs_diff(steps, logits_after(m, o, kPrompt, false)), 2e-3f);
+  // By default a prompt batch runs the dense FFN (exact KV cache, dense prompt speed).
+  SessionOptions dense = o;
+  dense.sparse = SparseMode::Dense;
+  o.sparse_prompt = false;
+  EXPECT_LT(max_abs_diff(logits_after(m, dense, kPrompt, false),
+                         logits_after(m, o, kPrompt, false)), 2e-3f);
+  EXPECT_GT(max_abs_diff(steps, logits_after(m, o, kPrompt, false)), 1e-3f)
+      << "random predictors should change the output";
   Session few(m, o);
   few.eval({kPrompt.data(), 5});
   const auto tail = few.eval({kPrompt.data() + 5, kPrompt.size() - 5});
