@@ -25,6 +25,18 @@ void gather(cpu::CpuContext& ctx, const Matrix& m, const int32_t* idx, int64_t k
   gather_matmul(ctx, m.type, m.data, m.rows, m.cols, idx, k, x, n, y);
 }
 
+// The share of active neurons above which a dense pass over ffn_down is faster than the sparse
+// axpy over ffn_down_t. The axpy converts every weight to float before its multiply-add, which
+// costs little against DRAM for float weights but bounds Q8_0/Q4_0 at a fraction of the memory
+// speed the integer dot products of the dense kernel reach (docs/benchmarks.md, bench/).
+double axpy_crossover(DType t) {
+  switch (t) {
+    case DType::Q4_0: return 0.25;
+    case DType::Q8_0: return 0.4;
+    default: return 0.65;
+  }
+}
+
 // y[n, width] += bias[width] per row, when there is a bias.
 void add_bias(cpu::Isa isa, const float* bias, int64_t n, int64_t width, float* y) {
   if (!bias) return;
@@ -239,8 +251,19 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
   stats.weight_bytes += rows_bytes(w.up, k);
 
   const Matrix& dt = *w.down_t;
-  sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, u, n, out);
-  stats.weight_bytes += rows_bytes(&dt, k);
+  if (w.down && w.down->present() && k > axpy_crossover(dt.type) * n_ff) {
+    // Dense enough that streaming all of ffn_down beats the axpy: scatter a into a full,
+    // mostly zero activation vector per token.
+    std::fill(g, g + n * n_ff, 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) g[t * n_ff + idx[j]] = u[t * k + j];
+    }
+    linear(ctx, *w.down, g, n, out);
+    stats.weight_bytes += w.down->bytes();
+  } else {
+    sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, u, n, out);
+    stats.weight_bytes += rows_bytes(&dt, k);
+  }
   add_bias(isa, w.down_bias, n, shape_.n_embd, out);
 }
 

@@ -72,15 +72,16 @@ std::string to_powerinfer(const std::string& src, const std::string& dst, const 
     for (int64_t r = 0; r < kEmbd; ++r) {
       dequantize_row(type, t.data + r * row_bytes(type, kFf), down.data() + r * kFf, kFf);
     }
-    auto& blob = blobs.emplace_back(static_cast<size_t>(row_bytes(DType::F32, kEmbd) * kFf));
+    // Stored in the model's own type, as PowerInfer's converter and quantizer do.
+    auto& blob = blobs.emplace_back(static_cast<size_t>(row_bytes(type, kEmbd) * kFf));
     for (int64_t i = 0; i < kFf; ++i) {
       for (int64_t r = 0; r < kEmbd; ++r) col[r] = down[r * kFf + i];
-      quantize_row(DType::F32, col.data(), blob.data() + i * row_bytes(DType::F32, kEmbd), kEmbd);
+      quantize_row(type, col.data(), blob.data() + i * row_bytes(type, kEmbd), kEmbd);
     }
     std::string name = t.name;
     name.replace(name.find("ffn_down"), 8, "ffn_down_t");
     const int64_t ne[2] = {kEmbd, kFf};
-    w.add_tensor(name, static_cast<uint32_t>(DType::F32), ne, blob.data(), blob.size());
+    w.add_tensor(name, t.type, ne, blob.data(), blob.size());
   }
   if (po.predictors) {
     uint32_t seed = 7;
@@ -215,6 +216,27 @@ TEST(SparseModel, PowerInferFileLoadsAndRunsInEveryMode) {
   all.sparse_threshold = -std::numeric_limits<float>::infinity();
   EXPECT_LT(max_abs_diff(ref, logits_after(pwri, all, kPrompt, true)), 2e-3f);
   EXPECT_LT(max_abs_diff(ref, logits_after(pwri, all, kPrompt, false)), 2e-3f);
+}
+
+// PowerInfer ships F16 and Q4_0 files; their ffn_down_t is quantized along n_embd, so the oracle
+// output equals dense on the same file up to the dense path's activation quantization.
+TEST(SparseModel, PowerInferF16AndQ4_0FilesRun) {
+  const std::string dir = test::temp_dir();
+  for (const DType type : {DType::F16, DType::Q4_0}) {
+    const std::string name = dir + "/pwri-" + std::string(dtype_name(type)) + ".gguf";
+    const auto m = Model::load(to_powerinfer(make_relu_model(dir, type), name, {}));
+    ASSERT_TRUE(m->is_powerinfer());
+    SessionOptions dense, oracle, pred;
+    dense.sparse = SparseMode::Dense;
+    oracle.sparse = SparseMode::Oracle;
+    pred.sparse = SparseMode::Predictor;
+    const auto ref = logits_after(m, dense, kPrompt, true);
+    EXPECT_LT(max_abs_diff(ref, logits_after(m, oracle, kPrompt, true)), 2e-3f) << dtype_name(type);
+    const auto p = logits_after(m, pred, kPrompt, true);
+    for (const float v : p) ASSERT_TRUE(std::isfinite(v)) << dtype_name(type);
+    pred.sparse_threshold = -std::numeric_limits<float>::infinity();
+    EXPECT_LT(max_abs_diff(ref, logits_after(m, pred, kPrompt, true)), 2e-3f) << dtype_name(type);
+  }
 }
 
 TEST(SparseModel, PredictorDecodeMatchesPredictorPrompt) {
