@@ -26,12 +26,12 @@ void gather(cpu::CpuContext& ctx, const Matrix& m, const int32_t* idx, int64_t k
 }
 
 // The share of active neurons above which a dense pass over ffn_down is faster than the sparse
-// axpy over ffn_down_t. The axpy converts every weight to float before its multiply-add, which
-// costs little against DRAM for float weights but bounds Q8_0/Q4_0 at a fraction of the memory
-// speed the integer dot products of the dense kernel reach (docs/benchmarks.md, bench/).
+// axpy over ffn_down_t, from the kernel micro-benchmarks (bench/sparse_bench.cc against
+// matvec, 2 threads): the axpy pays for converting weights or coefficients per row, which float
+// weights hide behind DRAM but Q8_0 (float axpy) and Q4_0 (8-bit integer sums, one token) do not.
 double axpy_crossover(DType t) {
   switch (t) {
-    case DType::Q4_0: return 0.25;
+    case DType::Q4_0: return 0.35;
     case DType::Q8_0: return 0.4;
     default: return 0.65;
   }

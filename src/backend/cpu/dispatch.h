@@ -55,10 +55,13 @@ struct WeightKernels {
   // Weighted sum of the weight rows idx[0..nr) (n columns from w; the caller offsets w to the
   // first column, at a block boundary): y[t * ldy + c] += a[t * lda + j] * W[idx[j]][c], added
   // for j in ascending order, float math (quantized rows are dequantized, activations are not
-  // quantized). The down projection of a sparse FFN over a neuron-major (transposed) ffn_down.
-  // A row whose nt coefficients are all exactly zero is skipped unread: for one token that is
-  // the bandwidth a sparse FFN saves. Vector variants differ from the reference only by FMA
-  // rounding.
+  // quantized). Except one token (nt == 1) of Q4_0: like the dense Q4_0 kernels it works in
+  // 8-bit integers, rounding the coefficients a_j * d_j of each group of 32 active rows and each
+  // block to int8 with one scale (generic_kernels.h, kAxpyGroup; the error is bounded like that
+  // of the dense path's Q8_0 activations). The down projection of a sparse FFN over a
+  // neuron-major (transposed) ffn_down. A row whose nt coefficients are all exactly zero is
+  // skipped unread: for one token that is the bandwidth a sparse FFN saves. Vector variants
+  // differ from the reference only by FMA rounding.
   void (*axpy)(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
                size_t lda, int64_t nt, float* y, size_t ldy) = nullptr;
 };

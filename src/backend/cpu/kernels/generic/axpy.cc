@@ -1,6 +1,18 @@
 // Scalar axpy references: the definition of the sparse down projection's order of operations.
 // Each active row is dequantized to floats exactly as dequantize_row does, then added to every
 // token's output as y += a * w (multiply, round, add, round), rows in index order.
+//
+// Except one-token Q4_0 (decode's down projection), which works in 8-bit integers like the dense
+// Q4_0 matvec (kAxpyGroup in generic_kernels.h has the definition): per group of 32 active rows
+// and per output block, the 32 coefficients s_j = a_j * d_j are quantized to int8 with one scale
+// S = max|s_j| / 127, and the weights' nibbles meet them in an exact integer sum. Accuracy: the
+// only error beyond float rounding is |s_j - S t_j| <= S / 2 per term, so an output's error is
+// at most sum_g (S_g / 2) * sum_{j in g} |q_{j,c} - 8|. That is the bound of the dense path,
+// which rounds each activation to Q8_0 with the scale max|x| / 127 of its 32 elements (there,
+// x_j; here, x_j times its weight block's scale, since blocks run along the other axis).
+// tests/kernels/sparse_matmul_test.cc (coef_quant_bound) holds the axpy to that bound.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kernels/generic/generic_kernels.h"
@@ -72,6 +84,51 @@ void axpy_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   }
 }
 
+// One token, Q4_0, integer sums (see the top of the file and kAxpyGroup).
+void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
+                   const float* a, float* y) {
+  const int64_t nb = n / kQK;
+  int64_t j = 0;
+  while (j < nr) {
+    const BlockQ4_0* rows[kAxpyGroup];
+    float coef[kAxpyGroup];
+    int count = 0;
+    for (; j < nr && count < kAxpyGroup; ++j) {
+      if (a[j] == 0.0f) continue;
+      rows[count] = reinterpret_cast<const BlockQ4_0*>(wb + static_cast<size_t>(idx[j]) * ldw);
+      coef[count++] = a[j];
+    }
+    if (count == 0) break;
+    for (int64_t b = 0; b < nb; ++b) {
+      float s[kAxpyGroup];
+      float m = 0.0f;
+      for (int r = 0; r < count; ++r) {
+        s[r] = coef[r] * fp16_to_fp32(rows[r][b].d);
+        m = std::max(m, std::fabs(s[r]));
+      }
+      if (m < kAxpyMinScale) continue;
+      const float inv = 127.0f / m, scale = m / 127.0f;
+      int32_t sum[kQK] = {};
+      for (int r = 0; r < count; ++r) {
+        const auto t = static_cast<int32_t>(std::nearbyint(s[r] * inv));
+        const uint8_t* qs = rows[r][b].qs;
+        for (int i = 0; i < kQK / 2; ++i) {
+          sum[i] += t * ((qs[i] & 0x0f) - 8);
+          sum[i + kQK / 2] += t * ((qs[i] >> 4) - 8);
+        }
+      }
+      float* yb = y + b * kQK;
+      for (int i = 0; i < kQK; ++i) yb[i] += scale * static_cast<float>(sum[i]);
+    }
+  }
+}
+
+void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+               const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt == 1) return axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+  axpy_rows<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+}
+
 }  // namespace
 
 void set_axpy_kernels(Kernels& k) {
@@ -79,7 +136,7 @@ void set_axpy_kernels(Kernels& k) {
   k.f16.axpy = axpy_rows<DecodeF16>;
   k.bf16.axpy = axpy_rows<DecodeBf16>;
   k.q8_0.axpy = axpy_rows<DecodeQ8_0>;
-  k.q4_0.axpy = axpy_rows<DecodeQ4_0>;
+  k.q4_0.axpy = axpy_q4_0;
 }
 
 }  // namespace hearth::cpu::generic

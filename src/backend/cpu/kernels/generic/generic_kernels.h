@@ -77,6 +77,17 @@ static inline bool axpy_row_active(const float* a, size_t lda, int64_t nt, int64
   return false;
 }
 
+// One-token Q4_0 axpy (decode) in 8-bit integers: the active rows (nonzero coefficient), in
+// ascending j, go in consecutive groups of kAxpyGroup (the last one shorter); per group g and
+// output block b the coefficients s_j = a_j * d_{j,b} (float product) are quantized to int8 with
+// one scale, m = max_j |s_j|, t_j = nearbyint(s_j * (127 / m)), S = m / 127, and the block adds
+// y[c] += S * sum_j t_j * (q_{j,c} - 8) (the sum exact in integers). Blocks with
+// m < kAxpyMinScale add nothing (their terms are below 2^-92; it keeps 127 / m finite). The
+// grouping depends only on the coefficients, not on the columns, so results do not depend on
+// how callers split the columns. See generic/axpy.cc for the accuracy argument.
+inline constexpr int kAxpyGroup = 32;
+inline constexpr float kAxpyMinScale = 0x1p-100f;
+
 // The whole scalar table.
 Kernels kernels();
 
