@@ -49,6 +49,32 @@ void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t row
                            });
 }
 
+void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2, int64_t rows,
+                    int64_t cols, const int32_t* idx, int64_t n_idx, const float* x, int64_t n,
+                    float* y1, float* y2) {
+  check_args("gather_matmul2", wtype, rows, cols, idx, n_idx, n);
+  if (n_idx == 0 || n == 0) return;
+  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
+  size_t ldx = 0;
+  const uint8_t* xa = matmul_detail::prepare_activations(ctx, k, x, cols, n, &ldx);
+  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
+  const auto ldy = static_cast<size_t>(n_idx);
+  // Output rows [0, n_idx) belong to w1, [n_idx, 2 n_idx) to w2; a thread's range may span both.
+  matmul_detail::run_split(
+      ctx, 2 * n_idx, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+        const uint8_t* xt = xa + t0 * ldx;
+        if (r0 < n_idx) {
+          const int64_t e = std::min(r1, n_idx);
+          k.gemm_gather(cols, w1, ldw, idx + r0, e - r0, xt, ldx, tn, y1 + t0 * n_idx + r0, ldy);
+        }
+        if (r1 > n_idx) {
+          const int64_t b = std::max(r0, n_idx) - n_idx;
+          k.gemm_gather(cols, w2, ldw, idx + b, r1 - n_idx - b, xt, ldx, tn, y2 + t0 * n_idx + b,
+                        ldy);
+        }
+      });
+}
+
 void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
                  const int32_t* idx, int64_t n_idx, const float* a, int64_t n, float* y) {
   check_args("sparse_axpy", wtype, rows, cols, idx, n_idx, n);

@@ -21,6 +21,13 @@ namespace hearth {
 void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
                    const int32_t* idx, int64_t n_idx, const float* x, int64_t n, float* y);
 
+// gather_matmul of two matrices of one type and shape over the same rows and input (ffn_up and
+// ffn_gate): one activation quantization and one pass of the thread pool instead of two.
+// Results are those of two gather_matmul calls, bit for bit.
+void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2, int64_t rows,
+                    int64_t cols, const int32_t* idx, int64_t n_idx, const float* x, int64_t n,
+                    float* y1, float* y2);
+
 // Y[n, cols] = A[n, n_idx] · W_t[idx, cols]   (overwrites Y; A is compact, row stride n_idx)
 // W_t is neuron-major: rows = n_ff neurons of cols = n_embd elements (ggml ne = {n_embd, n_ff}),
 // the transpose of ffn_down. Each output element adds its terms in ascending j (FMA where the

@@ -175,6 +175,11 @@ void FfnExecutor::up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float*
 void FfnExecutor::up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                             int64_t k, float* u) {
   gather(ctx, *w.up, idx_.data(), k, xn, n, u);
+  add_up_bias(w, n, k, u);
+}
+
+// u[n, k] += bias[idx]
+void FfnExecutor::add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const {
   if (!w.up_bias) return;
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) u[t * k + j] += w.up_bias[idx_[j]];
@@ -231,9 +236,15 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
       }
     }
   } else {
-    up_gather(ctx, w, xn, n, k, u);
+    if (gated && w.gate->type == w.up->type) {
+      gather_matmul2(ctx, w.up->type, w.up->data, w.gate->data, w.up->rows, w.up->cols, idx, k, xn,
+                     n, u, g);
+      add_up_bias(w, n, k, u);
+    } else {
+      up_gather(ctx, w, xn, n, k, u);
+      if (gated) gather(ctx, *w.gate, idx, k, xn, n, g);
+    }
     if (gated) {
-      gather(ctx, *w.gate, idx, k, xn, n, g);
       if (shape_.up_relu) activate(isa, Activation::Relu, u, n * k, u);
       glu(ctx, shape_.act, g, u, n * k, u);
     } else {

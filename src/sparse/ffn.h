@@ -82,6 +82,7 @@ class FfnExecutor {
   void up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n, float* u);
   void up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                  int64_t k, float* u);
+  void add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const;
 
   FfnShape shape_;
   FfnMode mode_;

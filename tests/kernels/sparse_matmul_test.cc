@@ -285,6 +285,36 @@ TEST(SparseOps, GatherMatmulDoesNotDependOnThreadCount) {
   }
 }
 
+// The fused up/gate gather equals two separate gathers bit for bit, for any thread count (the
+// split of its 2 * n_idx outputs may cut across the two matrices anywhere).
+TEST(SparseOps, GatherMatmul2EqualsTwoGathers) {
+  for (cpu::Isa isa : isas()) {
+    for (DType t : test::kAllTypes) {
+      const int64_t rows = 300, cols = 256, n_idx = 77;
+      const auto w1 = test::random_weights(t, rows, cols, 31);
+      const auto w2 = test::random_weights(t, rows, cols, 32);
+      const auto idx = random_idx(rows, n_idx, 33);
+      for (int64_t n : {1, 3}) {
+        const auto x = test::random_floats(n * cols, 34);
+        const auto size = static_cast<size_t>(n_idx * n);
+        std::vector<float> a1(size), a2(size), b1(size), b2(size);
+        cpu::CpuContext one(1, isa);
+        gather_matmul(one, t, w1.data(), rows, cols, idx.data(), n_idx, x.data(), n, a1.data());
+        gather_matmul(one, t, w2.data(), rows, cols, idx.data(), n_idx, x.data(), n, a2.data());
+        for (int nth = 1; nth <= 3; ++nth) {
+          cpu::CpuContext ctx(nth, isa);
+          gather_matmul2(ctx, t, w1.data(), w2.data(), rows, cols, idx.data(), n_idx, x.data(), n,
+                         b1.data(), b2.data());
+          EXPECT_EQ(std::memcmp(a1.data(), b1.data(), size * 4), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " n=" << n << " nth=" << nth;
+          EXPECT_EQ(std::memcmp(a2.data(), b2.data(), size * 4), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " n=" << n << " nth=" << nth;
+        }
+      }
+    }
+  }
+}
+
 TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
   for (cpu::Isa isa : isas()) {
     for (DType t : test::kAllTypes) {
