@@ -32,36 +32,25 @@ void check_args(const char* op, DType wtype, int64_t rows, int64_t cols, const i
 
 }  // namespace
 
-void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
-                   const int32_t* idx, int64_t n_idx, const float* x, int64_t n, float* y) {
-  check_args("gather_matmul", wtype, rows, cols, idx, n_idx, n);
-  if (n_idx == 0 || n == 0) return;
-  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
-  size_t ldx = 0;
-  const uint8_t* xa = matmul_detail::prepare_activations(ctx, k, x, cols, n, &ldx);
-  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  // The index list splits like the rows of a dense product: equal contiguous parts, so the
-  // work (rows actually read) is balanced whatever the density.
-  matmul_detail::run_split(ctx, n_idx, n, ldw, ldx,
-                           [&](int64_t j0, int64_t j1, int64_t t0, int64_t tn) {
-                             k.gemm_gather(cols, w, ldw, idx + j0, j1 - j0, xa + t0 * ldx, ldx, tn,
-                                           y + t0 * n_idx + j0, static_cast<size_t>(n_idx));
-                           });
-}
+namespace {
 
-void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2, int64_t rows,
-                    int64_t cols, const int32_t* idx, int64_t n_idx, const float* x, int64_t n,
-                    float* y1, float* y2) {
-  check_args("gather_matmul2", wtype, rows, cols, idx, n_idx, n);
+// Y1 (and Y2 when w2 is given) [n, n_idx] = X · W[idx]^T. Output rows [0, n_idx) belong to w1 and
+// [n_idx, 2 n_idx) to w2; a thread's range may span both.
+void gather(const char* op, cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2,
+            int64_t rows, int64_t cols, const int32_t* idx, int64_t n_idx, const float* x,
+            int64_t n, float* y1, float* y2) {
+  check_args(op, wtype, rows, cols, idx, n_idx, n);
   if (n_idx == 0 || n == 0) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
   size_t ldx = 0;
   const uint8_t* xa = matmul_detail::prepare_activations(ctx, k, x, cols, n, &ldx);
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
   const auto ldy = static_cast<size_t>(n_idx);
-  // Output rows [0, n_idx) belong to w1, [n_idx, 2 n_idx) to w2; a thread's range may span both.
+  // The index list splits like the rows of a dense product: equal contiguous parts, so the
+  // work (rows actually read) is balanced whatever the density.
   matmul_detail::run_split(
-      ctx, 2 * n_idx, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+      ctx, w2 ? 2 * n_idx : n_idx, n, ldw, ldx,
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
         const uint8_t* xt = xa + t0 * ldx;
         if (r0 < n_idx) {
           const int64_t e = std::min(r1, n_idx);
@@ -73,6 +62,19 @@ void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const voi
                         ldy);
         }
       });
+}
+
+}  // namespace
+
+void gather_matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
+                   const int32_t* idx, int64_t n_idx, const float* x, int64_t n, float* y) {
+  gather("gather_matmul", ctx, wtype, w, nullptr, rows, cols, idx, n_idx, x, n, y, nullptr);
+}
+
+void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2, int64_t rows,
+                    int64_t cols, const int32_t* idx, int64_t n_idx, const float* x, int64_t n,
+                    float* y1, float* y2) {
+  gather("gather_matmul2", ctx, wtype, w1, w2, rows, cols, idx, n_idx, x, n, y1, y2);
 }
 
 void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
