@@ -187,95 +187,131 @@ void FfnExecutor::add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* 
 }
 
 
+// Whether neuron i fires for token t: a non-zero activation in `full` (oracle) or a predictor
+// score at the threshold.
+bool FfnExecutor::fires(const float* full, int64_t t, int64_t i) const {
+  const int64_t at = t * shape_.n_ff + i;
+  return full ? full[at] != 0.0f : score_[at] >= mode_.threshold;
+}
+
+// Compacts the neurons that fire for any of the n tokens into idx_ (ascending) and returns how
+// many; counts each token's own active neurons into stats.
+int64_t FfnExecutor::select_active(const float* full, int64_t n, SparseStats& stats) {
+  int64_t k = 0;
+  uint64_t active = 0;
+  for (int64_t i = 0; i < shape_.n_ff; ++i) {
+    int64_t hits = 0;
+    for (int64_t t = 0; t < n; ++t) hits += fires(full, t, i) ? 1 : 0;
+    if (hits) idx_[k++] = static_cast<int32_t>(i);
+    active += static_cast<uint64_t>(hits);
+  }
+  stats.neurons_active += active;
+  return k;
+}
+
 void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
                              int64_t n, float* out, SparseStats& stats) {
-  const int64_t n_ff = shape_.n_ff;
   const bool gated = w.gate && w.gate->present();
   const cpu::Isa isa = ctx.isa();
   float* const g = gate_.data();
   float* const u = up_.data();
-  const bool oracle = mode_.mode == SparseMode::Oracle;
 
-  // Per token, which neurons fire: a non-zero activation (oracle) or a score at the threshold.
-  // `full` holds the activations of the oracle's source matrix, [n, n_ff].
-  const float* full = g;
-  if (oracle) {
+  // Oracle: the activations of the gate (or of up, without a gate) in full, [n, n_ff].
+  const float* full = nullptr;
+  if (mode_.mode == SparseMode::Oracle) {
     if (gated) {
       linear(ctx, *w.gate, xn, n, g);
     } else {
       up_all(ctx, w, xn, n, g);
     }
-    activate(isa, shape_.act, g, n * n_ff, g);
+    activate(isa, shape_.act, g, n * shape_.n_ff, g);
     stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
+    full = g;
   }
-  auto fires = [&](int64_t t, int64_t i) {
-    return oracle ? full[t * n_ff + i] != 0.0f : score_[t * n_ff + i] >= mode_.threshold;
-  };
-  int64_t k = 0;
-  uint64_t active = 0;
-  for (int64_t i = 0; i < n_ff; ++i) {
-    int64_t hits = 0;
-    for (int64_t t = 0; t < n; ++t) hits += fires(t, i) ? 1 : 0;
-    if (hits) idx_[k++] = static_cast<int32_t>(i);
-    active += static_cast<uint64_t>(hits);
-  }
-  stats.neurons_active += active;
-  const int32_t* idx = idx_.data();
+  const int64_t k = select_active(full, n, stats);
 
   // a[n, k] in `u`: the activations of the active neurons, each token keeping only its own.
-  if (oracle) {
-    if (gated) {
-      up_gather(ctx, w, xn, n, k, u);
-      if (shape_.up_relu) activate(isa, Activation::Relu, u, n * k, u);
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t j = 0; j < k; ++j) u[t * k + j] *= full[t * n_ff + idx[j]];
-      }
-    } else {
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t j = 0; j < k; ++j) u[t * k + j] = full[t * n_ff + idx[j]];
-      }
-    }
+  if (full) {
+    oracle_activations(ctx, w, xn, full, n, k, u);
   } else {
-    if (gated && w.gate->type == w.up->type) {
-      gather_matmul2(ctx, w.up->type, w.up->data, w.gate->data, w.up->rows, w.up->cols, idx, k, xn,
-                     n, u, g);
-      add_up_bias(w, n, k, u);
-    } else {
-      up_gather(ctx, w, xn, n, k, u);
-      if (gated) gather(ctx, *w.gate, idx, k, xn, n, g);
-    }
-    if (gated) {
-      if (shape_.up_relu) activate(isa, Activation::Relu, u, n * k, u);
-      glu(ctx, shape_.act, g, u, n * k, u);
-    } else {
-      activate(isa, shape_.act, u, n * k, u);
-    }
-    if (n > 1) {
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t j = 0; j < k; ++j) {
-          if (!fires(t, idx[j])) u[t * k + j] = 0.0f;
-        }
-      }
-    }
-    stats.weight_bytes += rows_bytes(w.gate, k);
+    predicted_activations(ctx, w, xn, n, k, u, stats);
   }
   stats.weight_bytes += rows_bytes(w.up, k);
+  down_sparse(ctx, w, u, n, k, out, stats);
+}
 
+// a[t, j] = act(gate)[t, idx_j] · up[t, idx_j] (or act(up) without a gate), from the oracle's
+// full activations; inactive neurons are zero there already.
+void FfnExecutor::oracle_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                                     const float* full, int64_t n, int64_t k, float* u) {
+  const int64_t n_ff = shape_.n_ff;
+  const int32_t* idx = idx_.data();
+  if (w.gate && w.gate->present()) {
+    up_gather(ctx, w, xn, n, k, u);
+    if (shape_.up_relu) activate(ctx.isa(), Activation::Relu, u, n * k, u);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) u[t * k + j] *= full[t * n_ff + idx[j]];
+    }
+  } else {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) u[t * k + j] = full[t * n_ff + idx[j]];
+    }
+  }
+}
+
+// a[t, j] for the predicted neurons: up and gate gathered over the union of the tokens' sets,
+// then each token's neurons that its own predictor did not pick zeroed.
+void FfnExecutor::predicted_activations(cpu::CpuContext& ctx, const FfnWeights& w,
+                                        const float* xn, int64_t n, int64_t k, float* u,
+                                        SparseStats& stats) {
+  const bool gated = w.gate && w.gate->present();
+  const int32_t* idx = idx_.data();
+  float* const g = gate_.data();
+  if (gated && w.gate->type == w.up->type) {
+    gather_matmul2(ctx, w.up->type, w.up->data, w.gate->data, w.up->rows, w.up->cols, idx, k, xn,
+                   n, u, g);
+    add_up_bias(w, n, k, u);
+  } else {
+    up_gather(ctx, w, xn, n, k, u);
+    if (gated) gather(ctx, *w.gate, idx, k, xn, n, g);
+  }
+  if (gated) {
+    if (shape_.up_relu) activate(ctx.isa(), Activation::Relu, u, n * k, u);
+    glu(ctx, shape_.act, g, u, n * k, u);
+  } else {
+    activate(ctx.isa(), shape_.act, u, n * k, u);
+  }
+  if (n > 1) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (!fires(nullptr, t, idx[j])) u[t * k + j] = 0.0f;
+      }
+    }
+  }
+  stats.weight_bytes += rows_bytes(w.gate, k);
+}
+
+// out[n, n_embd] = Σ_j a[t, j] · down_t[idx_j]  (+ bias)
+void FfnExecutor::down_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n,
+                              int64_t k, float* out, SparseStats& stats) {
+  const int64_t n_ff = shape_.n_ff;
+  const int32_t* idx = idx_.data();
   const Matrix& dt = *w.down_t;
   if (w.down && w.down->present() && k > axpy_crossover(dt.type) * n_ff) {
     // Dense enough that streaming all of ffn_down beats the axpy: scatter a into a full,
     // mostly zero activation vector per token.
-    std::fill(g, g + n * n_ff, 0.0f);
+    float* const full = gate_.data();
+    std::fill(full, full + n * n_ff, 0.0f);
     for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) g[t * n_ff + idx[j]] = u[t * k + j];
+      for (int64_t j = 0; j < k; ++j) full[t * n_ff + idx[j]] = a[t * k + j];
     }
-    linear(ctx, *w.down, g, n, out);
+    linear(ctx, *w.down, full, n, out);
     stats.weight_bytes += w.down->bytes();
   } else {
-    sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, u, n, out);
+    sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, a, n, out);
     stats.weight_bytes += rows_bytes(&dt, k);
   }
-  add_bias(isa, w.down_bias, n, shape_.n_embd, out);
+  add_bias(ctx.isa(), w.down_bias, n, shape_.n_embd, out);
 }
 
 }  // namespace hearth::sparse

@@ -83,6 +83,14 @@ class FfnExecutor {
   void up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                  int64_t k, float* u);
   void add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const;
+  bool fires(const float* full, int64_t t, int64_t i) const;
+  int64_t select_active(const float* full, int64_t n, SparseStats& stats);
+  void oracle_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                          const float* full, int64_t n, int64_t k, float* u);
+  void predicted_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                             int64_t k, float* u, SparseStats& stats);
+  void down_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n, int64_t k,
+                   float* out, SparseStats& stats);
 
   FfnShape shape_;
   FfnMode mode_;
