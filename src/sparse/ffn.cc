@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "ops/matmul.h"
+#include "model/linear.h"
 #include "ops/sparse_matmul.h"
 #include "ops/vec.h"
 
@@ -12,11 +12,6 @@ namespace {
 
 uint64_t rows_bytes(const Matrix* m, int64_t rows) {
   return m && m->present() ? static_cast<uint64_t>(rows) * row_bytes(m->type, m->cols) : 0;
-}
-
-// Y[n, m.rows] = X[n, m.cols] · m^T
-void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
-  matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
 }
 
 // Y[n, k] = X[n, m.cols] · m[idx]^T
@@ -35,12 +30,6 @@ double axpy_crossover(DType t) {
     case DType::Q8_0: return 0.4;
     default: return 0.65;
   }
-}
-
-// y[n, width] += bias[width] per row, when there is a bias.
-void add_bias(cpu::Isa isa, const float* bias, int64_t n, int64_t width, float* y) {
-  if (!bias) return;
-  for (int64_t t = 0; t < n; ++t) vec_add(isa, y + t * width, bias, width);
 }
 
 }  // namespace
@@ -161,14 +150,14 @@ void FfnExecutor::down_all(cpu::CpuContext& ctx, const FfnWeights& w, const floa
     }
     stats.weight_bytes += dt.bytes();
   }
-  add_bias(ctx.isa(), w.down_bias, n, n_embd, out);
+  add_bias(ctx.isa(), out, w.down_bias, n, n_embd);
 }
 
 // u[n, n_ff] = up · xn (+ bias)
 void FfnExecutor::up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                          float* u) {
   linear(ctx, *w.up, xn, n, u);
-  add_bias(ctx.isa(), w.up_bias, n, shape_.n_ff, u);
+  add_bias(ctx.isa(), u, w.up_bias, n, shape_.n_ff);
 }
 
 // u[n, k] = up[idx] · xn (+ bias[idx])
@@ -311,7 +300,7 @@ void FfnExecutor::down_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const f
     sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, a, n, out);
     stats.weight_bytes += rows_bytes(&dt, k);
   }
-  add_bias(ctx.isa(), w.down_bias, n, shape_.n_embd, out);
+  add_bias(ctx.isa(), out, w.down_bias, n, shape_.n_embd);
 }
 
 }  // namespace hearth::sparse
