@@ -53,15 +53,6 @@ void Session::Impl::forward_falcon(const int32_t* tokens, int64_t n, float* all_
     vec_add(isa, xns, fo, n * n_embd);
     vec_add(isa, xs, xns, n * n_embd);
   }
-
-  if (all_logits) {
-    layer_norm_rows(ctx, xs, w.output_norm, w.output_norm_b, c.norm_eps, n, n_embd, xns);
-    linear(ctx, w.output, xns, n, all_logits);
-  } else {
-    const float* last = xs + (n - 1) * n_embd;
-    layer_norm(isa, last, w.output_norm, w.output_norm_b, c.norm_eps, n_embd, xns);
-    linear(ctx, w.output, xns, 1, logits.data());
-  }
 }
 
 }  // namespace hearth

@@ -43,15 +43,6 @@ void Session::Impl::forward_llama(const int32_t* tokens, int64_t n, float* all_l
     ffn.run(ctx, ffn_weights[il], xns, xs, n, ffn_out.f32(), stats);
     vec_add(isa, xs, ffn_out.f32(), n * n_embd);
   }
-
-  if (all_logits) {
-    rms_norm_rows(ctx, xs, w.output_norm, c.norm_eps, n, n_embd, xns);
-    linear(ctx, w.output, xns, n, all_logits);
-  } else {
-    const float* last = xs + (n - 1) * n_embd;
-    rms_norm(isa, last, w.output_norm, c.norm_eps, n_embd, xns);
-    linear(ctx, w.output, xns, 1, logits.data());
-  }
 }
 
 }  // namespace hearth

@@ -76,6 +76,8 @@ struct Session::Impl {
   void forward_llama(const int32_t* tokens, int64_t n, float* all_logits);
   void forward_falcon(const int32_t* tokens, int64_t n, float* all_logits);
   void forward_opt(const int32_t* tokens, int64_t n, float* all_logits);
+  // The final norm and output projection, from the residual stream the family's pass leaves in x.
+  void output_head(int64_t n, float* all_logits);
   void check_tokens(std::span<const int32_t> tokens) const;
   void bind_ffn();
 };
