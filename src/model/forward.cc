@@ -1,5 +1,6 @@
-// Session::Impl::forward: the architecture family's pass (forward_<family>.cc), then the
-// bookkeeping every family shares.
+// Session::Impl::forward: what every family shares (token embeddings, the output head, the
+// bookkeeping) around the family's layers (forward_<family>.cc).
+#include "core/quantize.h"
 #include "model/linear.h"
 #include "model/session_impl.h"
 #include "ops/norm.h"
@@ -7,10 +8,16 @@
 namespace hearth {
 
 void Session::Impl::forward(const int32_t* tokens, int64_t n, float* all_logits) {
+  // x[n, n_embd] = token_embd[tokens]; each family's pass starts from it.
+  const Matrix& embd = model.weights.token_embd;
+  const int64_t n_embd = config.n_embd;
+  for (int64_t t = 0; t < n; ++t) {
+    dequantize_row(embd.type, embd.row(tokens[t]), x.f32() + t * n_embd, n_embd);
+  }
   switch (model.family) {
-    case ArchFamily::Llama: forward_llama(tokens, n, all_logits); break;
-    case ArchFamily::Falcon: forward_falcon(tokens, n, all_logits); break;
-    case ArchFamily::Opt: forward_opt(tokens, n, all_logits); break;
+    case ArchFamily::Llama: forward_llama(n); break;
+    case ArchFamily::Falcon: forward_falcon(n); break;
+    case ArchFamily::Opt: forward_opt(n); break;
   }
   output_head(n, all_logits);
   n_past += static_cast<int32_t>(n);

@@ -5,14 +5,13 @@
 //   x  += wo · attention(rope_neox(wq · a, wk · a), wv · a) + ffn(h)
 // with the FFN's predictor reading x itself, as in llama.cpp's and PowerInfer's build_falcon.
 // wq/wk/wv are row ranges of the fused attn_qkv (arch/falcon.cc).
-#include "core/quantize.h"
 #include "model/forward_common.h"
 #include "model/session_impl.h"
 #include "ops/norm.h"
 
 namespace hearth {
 
-void Session::Impl::forward_falcon(const int32_t* tokens, int64_t n, float* all_logits) {
+void Session::Impl::forward_falcon(int64_t n) {
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
@@ -22,10 +21,6 @@ void Session::Impl::forward_falcon(const int32_t* tokens, int64_t n, float* all_
   float* const xs = x.f32();    // [n, n_embd] residual stream
   float* const xns = xn.f32();  // [n, n_embd] h, then wo's output
   float* const fo = ffn_out.f32();
-
-  for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), xs + t * n_embd, n_embd);
-  }
 
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];

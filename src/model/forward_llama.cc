@@ -1,14 +1,13 @@
 // The Llama-family forward pass (llama, bamboo), written as direct calls layer by layer (DESIGN.md
 // section 5). Decode (one token) uses matrix-vector products; prompt chunks use matrix-matrix
 // products.
-#include "core/quantize.h"
 #include "model/forward_common.h"
 #include "model/session_impl.h"
 #include "ops/norm.h"
 
 namespace hearth {
 
-void Session::Impl::forward_llama(const int32_t* tokens, int64_t n, float* all_logits) {
+void Session::Impl::forward_llama(int64_t n) {
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
@@ -17,10 +16,6 @@ void Session::Impl::forward_llama(const int32_t* tokens, int64_t n, float* all_l
   const int64_t pos0 = n_past;
   float* const xs = x.f32();
   float* const xns = xn.f32();
-
-  for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), xs + t * n_embd, n_embd);
-  }
 
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];

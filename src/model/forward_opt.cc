@@ -13,7 +13,7 @@
 
 namespace hearth {
 
-void Session::Impl::forward_opt(const int32_t* tokens, int64_t n, float* all_logits) {
+void Session::Impl::forward_opt(int64_t n) {
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
@@ -28,11 +28,10 @@ void Session::Impl::forward_opt(const int32_t* tokens, int64_t n, float* all_log
     fail("position ", pos0 + n - 1, " is past the ", n_pos, " learned positions of this ", c.arch,
          " model; use a context of at most ", n_pos, " tokens");
   }
+  // x holds the token embeddings (forward.cc); add the learned positions.
   for (int64_t t = 0; t < n; ++t) {
-    float* row = xs + t * n_embd;
-    dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), row, n_embd);
     dequantize_row(w.pos_embd.type, w.pos_embd.row(pos0 + t + w.pos_offset), xns, n_embd);
-    vec_add(isa, row, xns, n_embd);
+    vec_add(isa, xs + t * n_embd, xns, n_embd);
   }
 
   for (size_t il = 0; il < w.layers.size(); ++il) {

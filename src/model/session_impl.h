@@ -71,11 +71,11 @@ struct Session::Impl {
   // the logits of every token into all_logits ([n, n_vocab]) when given, else of the last token
   // into `logits`.
   void forward(const int32_t* tokens, int64_t n, float* all_logits);
-  // The architecture family's pass (forward_<family>.cc): the same contract, less the
-  // bookkeeping (n_past, stats) that forward() does after it.
-  void forward_llama(const int32_t* tokens, int64_t n, float* all_logits);
-  void forward_falcon(const int32_t* tokens, int64_t n, float* all_logits);
-  void forward_opt(const int32_t* tokens, int64_t n, float* all_logits);
+  // The layers of the architecture family (forward_<family>.cc): from the token embeddings that
+  // forward() puts in x[n, n_embd] to the final residual stream, left in x.
+  void forward_llama(int64_t n);
+  void forward_falcon(int64_t n);
+  void forward_opt(int64_t n);
   // The final norm and output projection, from the residual stream the family's pass leaves in x.
   void output_head(int64_t n, float* all_logits);
   void check_tokens(std::span<const int32_t> tokens) const;
