@@ -43,9 +43,9 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
-                               ? "FFN sparsity: dense, oracle, predictor or auto (default); repeat "
-                                 "to compare modes"
-                               : "FFN sparsity: dense, oracle, predictor or auto (default)")
+                               ? "FFN sparsity: dense, oracle, predictor, threshold or auto "
+                                 "(default); repeat to compare modes"
+                               : "FFN sparsity: dense, oracle, predictor, threshold or auto (default)")
                 ->type_name("MODE")
                 ->check(
                     [](const std::string& v) {
@@ -85,14 +85,19 @@ std::vector<SparseMode> SessionFlags::sparse_modes() const {
   return modes;
 }
 
+std::string read_text_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read ", what, " ", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("error reading ", what, " ", path);
+  return ss.str();
+}
+
 std::string read_prompt(const std::string& text, const std::string& file) {
   if (!text.empty() && !file.empty()) fail("give either -p or -f, not both");
   if (file.empty()) return text;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("cannot read prompt file ", file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text_file(file, "prompt file");
 }
 
 int32_t default_threads() {

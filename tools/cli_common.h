@@ -25,7 +25,7 @@ struct SessionFlags {
   int32_t n_batch = 512;
   std::string kv_type = "f16";
   bool no_mmap = false;
-  // --sparse MODE (dense, oracle, predictor, auto), checked with parse_sparse_mode while the
+  // --sparse MODE (dense, oracle, predictor, threshold, auto), checked with parse_sparse_mode while the
   // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get
   // more than one.
   std::vector<std::string> sparse;
@@ -38,6 +38,9 @@ struct SessionFlags {
   // Every --sparse mode in the order given ({Auto} when none was).
   std::vector<SparseMode> sparse_modes() const;
 };
+
+// The whole file (binary-safe); `what` names it in the error ("text file", "prompt file").
+std::string read_text_file(const std::string& path, const char* what);
 
 // The prompt text of -p TEXT or -f FILE (exactly one may be given; neither means empty).
 std::string read_prompt(const std::string& text, const std::string& file);

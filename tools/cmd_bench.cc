@@ -152,8 +152,10 @@ int cmd_bench(int argc, char** argv) {
     const int kv_bytes = o.kv_type == KvType::F16 ? 2 : 4;
     // Decode reads the KV cache so far: on average n_gen / 2 positions.
     const double kv_per_token = 2.0 * c.n_layer * c.n_embd_kv() * kv_bytes * (n_gen / 2.0);
-    const double threshold =
-        std::isnan(sf.sparse_threshold) ? model->sparse_threshold() : sf.sparse_threshold;
+    // One number for the report; per-layer calibrated thresholds have none (null).
+    const double threshold = !std::isnan(sf.sparse_threshold) ? sf.sparse_threshold
+                             : c.predictor_thresholds.empty() ? model->sparse_threshold()
+                                                              : std::nan("");
     const std::string name = model_path.substr(model_path.find_last_of('/') + 1);
 
     std::vector<BenchRow> rows;

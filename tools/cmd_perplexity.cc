@@ -17,17 +17,6 @@
 #include "eval/perplexity.h"
 
 namespace hearth::cli {
-namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read text file ", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
   CLI::App app("Perplexity of a model on a text (llama.cpp's method), optionally against dense",
@@ -48,7 +37,7 @@ int cmd_perplexity(int argc, char** argv) {
       ->description("tokens per chunk (0 = the model's context, at most 4096)")
       ->capture_default_str();
   return run_app(app, argc, argv, [&] {
-    const std::string text = read_text(text_file);
+    const std::string text = read_text_file(text_file, "text file");
     const auto model = Model::load(model_path, !sf.no_mmap);
     const ModelConfig& c = model->config();
     SessionOptions o = sf.options();

@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"synth", hearth::cli::cmd_synth, "write a random Llama-shaped GGUF model"},
     {"bench", hearth::cli::cmd_bench, "measure prompt and generation speed and the roofline"},
     {"perplexity", hearth::cli::cmd_perplexity, "perplexity of a text, optionally against dense"},
+    {"calibrate", hearth::cli::cmd_calibrate, "profile activations; make predictors or thresholds"},
 };
 
 void usage(std::FILE* out) {

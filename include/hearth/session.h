@@ -12,6 +12,16 @@
 
 namespace hearth {
 
+// Sees the activations of every FFN layer as a dense session computes them; calibration's
+// profiler implements it. Called on the thread that calls eval(), once per layer and batch.
+class FfnObserver {
+ public:
+  virtual ~FfnObserver() = default;
+  // p[n, n_embd]: the predictor's input for the n tokens of the batch; act[n, n_ff]: the
+  // activation the sparse modes decide on (act(gate), or act(up) without a gate).
+  virtual void observe(int32_t layer, int64_t n, const float* p, const float* act) = 0;
+};
+
 struct SessionOptions {
   int32_t n_ctx = 0;      // 0: the model's training context, at most 4096
   int32_t n_threads = 0;  // 0: all hardware threads
@@ -19,7 +29,8 @@ struct SessionOptions {
   KvType kv_type = KvType::F16;
   SparseMode sparse = SparseMode::Auto;
   // Predictor threshold: a neuron is active iff its score >= this. NaN: the model's
-  // (hearth.sparse_threshold or powerinfer.sparse_threshold, else 0).
+  // (per layer hearth.predictor_thresholds, else hearth.sparse_threshold or
+  // powerinfer.sparse_threshold, else 0).
   float sparse_threshold = std::numeric_limits<float>::quiet_NaN();
   // In Predictor mode, also compute every neuron's true activation and count how well the
   // predictors did (recall, precision in SparseStats). Costs a dense gate; for measurement only.
@@ -29,6 +40,8 @@ struct SessionOptions {
   // cache is then exact. Set this to apply the mode's neuron masks to every batch (perplexity does,
   // to measure the mode itself).
   bool sparse_prompt = false;
+  // Not owned; must outlive the session. Only for SparseMode::Dense sessions.
+  FfnObserver* ffn_observer = nullptr;
 };
 
 // FFN neuron counts and weight traffic accumulated since the session was made (or

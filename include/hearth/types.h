@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hearth {
 
@@ -27,9 +28,14 @@ enum class KvType { F32, F16 };
 //   Predictor: the neurons the model's per-layer predictors (fc1 -> relu -> fc2 >= threshold)
 //              select; the model must have predictors.
 //   Auto:      Predictor when the model has predictors, else Dense.
-enum class SparseMode { Dense, Oracle, Predictor, Auto };
+// Which FFN neurons a session computes: all (Dense); those whose gate activation is non-zero
+// (Oracle: exact for ReLU models); those the predictors pick (Predictor); those whose gate
+// activation's magnitude exceeds the layer's calibrated threshold (Threshold: SwiGLU models,
+// `hearth calibrate --sparsity`); Auto: Predictor when the model has predictors, else Threshold
+// when it has thresholds, else Dense.
+enum class SparseMode { Dense, Oracle, Predictor, Threshold, Auto };
 
-// "dense", "oracle", "predictor", "auto"; throws hearth::Error on anything else.
+// "dense", "oracle", "predictor", "threshold", "auto"; throws hearth::Error on anything else.
 SparseMode parse_sparse_mode(std::string_view name);
 std::string to_string(SparseMode m);
 
@@ -54,6 +60,11 @@ struct ModelConfig {
   bool ffn_gated = true;    // has ffn_gate
   bool ffn_up_relu = false; // dReLU (bamboo): the activation applies to up as well as to the gate
   float sparse_threshold = 0.0f;  // predictor threshold stored in the file
+  // Per-layer predictor score thresholds (hearth.predictor_thresholds, from calibration); empty:
+  // sparse_threshold for every layer.
+  std::vector<float> predictor_thresholds;
+  // Per-layer magnitude thresholds on the gate activation (hearth.gate_thresholds); empty: none.
+  std::vector<float> gate_thresholds;
   bool tied_output = false; // output projection reuses token_embd
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

@@ -98,6 +98,23 @@ float read_sparse_threshold(const gguf::GgufFile& file) {
   return 0.0f;
 }
 
+// A calibrated per-layer array: one finite value per layer (magnitude thresholds also >= 0).
+std::vector<float> read_layer_array(const gguf::GgufFile& file, const char* key, int64_t n_layer,
+                                    bool non_negative) {
+  auto v = file.get_float_array(key);
+  if (!v) return {};
+  if (static_cast<int64_t>(v->size()) != n_layer) {
+    fail(file.path(), ": metadata key '", key, "' has ", v->size(), " values for ", n_layer,
+         " layers");
+  }
+  for (const float x : *v) {
+    if (!std::isfinite(x) || (non_negative && x < 0)) {
+      fail(file.path(), ": metadata key '", key, "' holds an invalid threshold (", x, ")");
+    }
+  }
+  return std::move(*v);
+}
+
 // Falcon's fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder them so all Q heads
 // come first, then K, then V ("jploski"); that is the only layout Hearth reads.
 void check_falcon_layout(const gguf::GgufFile& file) {
@@ -192,6 +209,8 @@ ModelConfig read_config(const gguf::GgufFile& file) {
     c.ffn_act = parse_ffn_activation(*act, file.path() + ": metadata key 'hearth.ffn_activation'");
   }
   c.sparse_threshold = read_sparse_threshold(file);
+  c.predictor_thresholds = read_layer_array(file, "hearth.predictor_thresholds", c.n_layer, false);
+  c.gate_thresholds = read_layer_array(file, "hearth.gate_thresholds", c.n_layer, true);
   // n_vocab, ffn_gated and tied_output come from the tensors (see model/arch/).
   return c;
 }
@@ -217,8 +236,9 @@ SparseMode parse_sparse_mode(std::string_view name) {
   if (name == "dense") return SparseMode::Dense;
   if (name == "oracle") return SparseMode::Oracle;
   if (name == "predictor") return SparseMode::Predictor;
+  if (name == "threshold") return SparseMode::Threshold;
   if (name == "auto") return SparseMode::Auto;
-  fail("unknown sparse mode '", name, "' (expected dense, oracle, predictor or auto)");
+  fail("unknown sparse mode '", name, "' (expected dense, oracle, predictor, threshold or auto)");
 }
 
 std::string to_string(SparseMode m) {
@@ -226,6 +246,7 @@ std::string to_string(SparseMode m) {
     case SparseMode::Dense: return "dense";
     case SparseMode::Oracle: return "oracle";
     case SparseMode::Predictor: return "predictor";
+    case SparseMode::Threshold: return "threshold";
     case SparseMode::Auto: return "auto";
   }
   return "dense";

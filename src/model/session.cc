@@ -33,11 +33,16 @@ int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
 
 SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
   if (requested == SparseMode::Auto) {
-    return m.has_predictors() ? SparseMode::Predictor : SparseMode::Dense;
+    if (m.has_predictors()) return SparseMode::Predictor;
+    return m.has_gate_thresholds() ? SparseMode::Threshold : SparseMode::Dense;
   }
   if (requested == SparseMode::Predictor && !m.has_predictors()) {
     fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
          "not have; make them with hearth calibrate, or use --sparse oracle");
+  }
+  if (requested == SparseMode::Threshold && !m.has_gate_thresholds()) {
+    fail(m.path(), ": --sparse threshold needs per-layer thresholds (hearth.gate_thresholds), "
+         "which this model does not have; make them with hearth calibrate --sparsity F");
   }
   return requested;
 }
@@ -64,11 +69,12 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       ctx(std::max(1, o.n_threads)),
       act(to_activation(config.ffn_act)),
       sparse_mode(resolve_sparse_mode(o.sparse, *model_ref)),
-      sparse_threshold(std::isnan(o.sparse_threshold) ? config.sparse_threshold
-                                                      : o.sparse_threshold),
       sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
       ffn(ffn_shape(config, model.weights, n_batch),
-          sparse::FfnMode{sparse_mode, sparse_threshold, sparse_audit, o.sparse_prompt}) {
+          sparse::FfnMode{sparse_mode, sparse_audit, o.sparse_prompt, o.ffn_observer}) {
+  if (o.ffn_observer && sparse_mode != SparseMode::Dense) {
+    fail("an FFN observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");
+  }
   const ModelConfig& c = config;
   attn.n_head = static_cast<int>(c.n_head);
   attn.n_head_kv = static_cast<int>(c.n_head_kv);
@@ -96,10 +102,23 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   logits.resize(static_cast<size_t>(c.n_vocab));
-  bind_ffn();
+  bind_ffn(o.sparse_threshold);
 }
 
-void Session::Impl::bind_ffn() {
+// The threshold layer il decides with in the session's mode: the predictor's score threshold
+// (the caller's override, else the file's per-layer or global one), or the gate magnitude one.
+float Session::Impl::layer_threshold(size_t il, float override) const {
+  switch (sparse_mode) {
+    case SparseMode::Predictor:
+      if (!std::isnan(override)) return override;
+      return config.predictor_thresholds.empty() ? config.sparse_threshold
+                                                 : config.predictor_thresholds[il];
+    case SparseMode::Threshold: return config.gate_thresholds[il];
+    default: return 0.0f;
+  }
+}
+
+void Session::Impl::bind_ffn(float threshold_override) {
   const Weights& w = model.weights;
   non_ffn_bytes = w.output.bytes();
   const sparse::NeuronMajorDown* made = nullptr;
@@ -107,7 +126,8 @@ void Session::Impl::bind_ffn() {
     const LayerWeights& l = w.layers[il];
     non_ffn_bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
     sparse::FfnWeights f{&l.ffn_gate, &l.ffn_up,  &l.ffn_down,  &l.ffn_down_t,
-                         &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b};
+                         &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b,
+                         static_cast<int32_t>(il), layer_threshold(il, threshold_override)};
     if (sparse_mode != SparseMode::Dense && !l.ffn_down_t.present()) {
       if (!made) made = &model.neuron_major_down();
       f.down_t = &made->layers[il];

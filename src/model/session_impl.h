@@ -46,7 +46,6 @@ struct Session::Impl {
   RopeTable rope;
   Activation act;
   SparseMode sparse_mode;   // resolved: never Auto
-  float sparse_threshold;
   bool sparse_audit;
   SparseStats stats;
   int32_t n_past = 0;
@@ -79,7 +78,9 @@ struct Session::Impl {
   // The final norm and output projection, from the residual stream the family's pass leaves in x.
   void output_head(int64_t n, float* all_logits);
   void check_tokens(std::span<const int32_t> tokens) const;
-  void bind_ffn();
+  // Per layer: the FFN's matrices and threshold. threshold_override: SessionOptions'.
+  void bind_ffn(float threshold_override);
+  float layer_threshold(size_t il, float threshold_override) const;
 };
 
 }  // namespace hearth

@@ -1,6 +1,7 @@
 #include "sparse/ffn.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "model/linear.h"
@@ -50,6 +51,7 @@ FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                       int64_t n, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
+  threshold_ = w.threshold;
   const bool small = n <= kMaxSparseBatch;
   const SparseMode mode = small || mode_.masked_batches ? mode_.mode : SparseMode::Dense;
   if (mode == SparseMode::Predictor) {
@@ -59,7 +61,7 @@ void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn
   if (mode != SparseMode::Dense && small) {
     run_sparse(ctx, w, xn, n, out, stats);
   } else {
-    run_dense(ctx, w, xn, n, mode, out, stats);
+    run_dense(ctx, w, xn, p, n, mode, out, stats);
   }
 }
 
@@ -87,49 +89,74 @@ void FfnExecutor::audit(cpu::CpuContext& ctx, const FfnWeights& w, const float* 
   for (int64_t i = 0; i < n * n_ff; ++i) {
     if (g[i] != 0.0f) {
       ++stats.audit_true;
-      if (score_[i] >= mode_.threshold) ++stats.audit_hit;
+      if (score_[i] >= threshold_) ++stats.audit_hit;
     }
   }
 }
 
-void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
-                            SparseMode mode, float* out, SparseStats& stats) {
+void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                            const float* p, int64_t n, SparseMode mode, float* out,
+                            SparseStats& stats) {
   const int64_t n_ff = shape_.n_ff;
   const int64_t total = n * n_ff;
   float* const a = gate_.data();
   float* const u = up_.data();
   up_all(ctx, w, xn, n, u);
-  if (w.gate && w.gate->present()) {
-    linear(ctx, *w.gate, xn, n, a);
-    if (shape_.up_relu) activate(ctx.isa(), Activation::Relu, u, total, u);
-    glu(ctx, shape_.act, a, u, total, a);
-  } else {
-    activate(ctx.isa(), shape_.act, u, total, a);
-  }
+  if (w.gate && w.gate->present()) linear(ctx, *w.gate, xn, n, a);
   stats.weight_bytes += rows_bytes(w.gate, n_ff) + rows_bytes(w.up, n_ff);
-
-  switch (mode) {
-    case SparseMode::Predictor: {
-      uint64_t active = 0;
-      for (int64_t i = 0; i < total; ++i) {
-        if (score_[i] >= mode_.threshold) {
-          ++active;
-        } else {
-          a[i] = 0.0f;
-        }
+  dense_activations(ctx, w, p, n, mode, a, u, stats);
+  if (mode == SparseMode::Predictor) {
+    uint64_t active = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      if (score_[i] >= threshold_) {
+        ++active;
+      } else {
+        a[i] = 0.0f;
       }
-      stats.neurons_active += active;
-      break;
     }
-    case SparseMode::Oracle:
-      // The neurons an exact sparse pass would compute: those with a non-zero activation.
-      stats.neurons_active += static_cast<uint64_t>(
-          total - std::count(a, a + total, 0.0f));
-      break;
-    default:
-      stats.neurons_active += static_cast<uint64_t>(total);
+    stats.neurons_active += active;
+  } else if (mode == SparseMode::Dense) {
+    stats.neurons_active += static_cast<uint64_t>(total);
   }
   down_all(ctx, w, a, n, out, stats);
+}
+
+// a[n, n_ff] = act(gate) ⊙ up (or act(up)) from the pre-activations in a (gate) and u (up).
+// Oracle, Threshold and the observer need act(gate) on its own before the product, so they
+// take two passes; the plain dense path fuses them (glu).
+void FfnExecutor::dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* p,
+                                    int64_t n, SparseMode mode, float* a, float* u,
+                                    SparseStats& stats) {
+  const int64_t total = n * shape_.n_ff;
+  const bool gated = w.gate && w.gate->present();
+  const bool decide = mode == SparseMode::Oracle || mode == SparseMode::Threshold;
+  if (gated && shape_.up_relu) activate(ctx.isa(), Activation::Relu, u, total, u);
+  if (!decide && !mode_.observer) {
+    if (gated) {
+      glu(ctx, shape_.act, a, u, total, a);
+    } else {
+      activate(ctx.isa(), shape_.act, u, total, a);
+    }
+    return;
+  }
+  activate(ctx.isa(), shape_.act, gated ? a : u, total, a);
+  if (mode_.observer) mode_.observer->observe(w.layer, n, p, a);
+  if (decide) stats.neurons_active += static_cast<uint64_t>(mask_below_threshold(a, total));
+  if (gated) vec_mul(ctx.isa(), a, u, total);
+}
+
+// Zeroes the activations whose magnitude is at most the layer's threshold (at 0: keeps exactly
+// the non-zero ones) and returns how many are left.
+int64_t FfnExecutor::mask_below_threshold(float* act, int64_t n) const {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(act[i]) > threshold_) {
+      ++kept;
+    } else {
+      act[i] = 0.0f;
+    }
+  }
+  return kept;
 }
 
 // out[n, n_embd] = a[n, n_ff] · down^T, through whichever layout the file has.
@@ -180,7 +207,7 @@ void FfnExecutor::add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* 
 // score at the threshold.
 bool FfnExecutor::fires(const float* full, int64_t t, int64_t i) const {
   const int64_t at = t * shape_.n_ff + i;
-  return full ? full[at] != 0.0f : score_[at] >= mode_.threshold;
+  return full ? full[at] != 0.0f : score_[at] >= threshold_;
 }
 
 // Compacts the neurons that fire for any of the n tokens into idx_ (ascending) and returns how
@@ -205,15 +232,17 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
   float* const g = gate_.data();
   float* const u = up_.data();
 
-  // Oracle: the activations of the gate (or of up, without a gate) in full, [n, n_ff].
+  // Oracle, Threshold: the activations of the gate (or of up, without a gate) in full,
+  // [n, n_ff], those at or below the threshold zeroed.
   const float* full = nullptr;
-  if (mode_.mode == SparseMode::Oracle) {
+  if (mode_.mode == SparseMode::Oracle || mode_.mode == SparseMode::Threshold) {
     if (gated) {
       linear(ctx, *w.gate, xn, n, g);
     } else {
       up_all(ctx, w, xn, n, g);
     }
     activate(isa, shape_.act, g, n * shape_.n_ff, g);
+    if (threshold_ > 0.0f) mask_below_threshold(g, n * shape_.n_ff);
     stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
     full = g;
   }

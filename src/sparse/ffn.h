@@ -4,9 +4,11 @@
 //   out = down · a                     computed as Σ_i a_i · down_t[i]  over the active neurons i
 //
 // Which neurons are active depends on the mode: all (Dense), those with a non-zero activation
-// (Oracle: the gate, or up when there is no gate, is computed in full first), or those whose
-// predictor score fc2 · relu(fc1 · p) reaches the threshold (Predictor). Skipped neurons
-// contribute exactly zero, so a mode changes which terms are summed, never how.
+// (Oracle: the gate, or up when there is no gate, is computed in full first), those whose
+// activation's magnitude exceeds the layer's calibrated threshold (Threshold: the same pass as
+// Oracle with a threshold above zero), or those whose predictor score fc2 · relu(fc1 · p)
+// reaches the layer's threshold (Predictor). Skipped neurons contribute exactly zero, so a mode
+// changes which terms are summed, never how.
 //
 // Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path: the union of the
 // tokens' active sets is compacted into one index list, up/gate rows are gathered, down is an
@@ -39,6 +41,10 @@ struct FfnWeights {
   const Matrix* fc2 = nullptr;     // [n_ff, H]
   const float* up_bias = nullptr;    // [n_ff]   (OPT) or absent
   const float* down_bias = nullptr;  // [n_embd] (OPT) or absent
+  int32_t layer = 0;                 // for the observer
+  // Predictor: a neuron is active iff its score >= threshold. Threshold (and Oracle, at 0): iff
+  // |activation| > threshold.
+  float threshold = 0.0f;
 };
 
 struct FfnShape {
@@ -52,9 +58,9 @@ struct FfnShape {
 
 struct FfnMode {
   SparseMode mode = SparseMode::Dense;  // never Auto here
-  float threshold = 0.0f;
   bool audit = false;  // Predictor: also compute the true activations and count hits
   bool masked_batches = false;  // batches above kMaxSparseBatch apply the mode too (else dense)
+  FfnObserver* observer = nullptr;  // Dense only: sees every layer's activations
 };
 
 // Buffers for one session's FFN, sized once: run() never allocates.
@@ -69,8 +75,11 @@ class FfnExecutor {
            float* out, SparseStats& stats);
 
  private:
-  void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
-                 SparseMode mode, float* out, SparseStats& stats);
+  void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
+                 int64_t n, SparseMode mode, float* out, SparseStats& stats);
+  void dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
+                         SparseMode mode, float* a, float* u, SparseStats& stats);
+  int64_t mask_below_threshold(float* act, int64_t n) const;
   void run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                   float* out, SparseStats& stats);
   void predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
@@ -94,6 +103,7 @@ class FfnExecutor {
 
   FfnShape shape_;
   FfnMode mode_;
+  float threshold_ = 0.0f;     // the current layer's (FfnWeights::threshold)
   std::vector<float> gate_;    // [n_batch, n_ff]   gate (or up) pre-activations; then a
   std::vector<float> up_;      // [n_batch, n_ff]
   std::vector<float> hidden_;  // [kMaxSparseBatch or n_batch, max_hidden]

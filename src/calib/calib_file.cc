@@ -1,0 +1,156 @@
+// Calibrated model files: the input model's metadata and tensors, plus what calibration made.
+// The keys and tensors are documented in docs/formats.md ("Calibration").
+#include <cmath>
+#include <string>
+
+#include "calib/calibrate.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/fp16.h"
+#include "gguf/gguf.h"
+#include "model/model_impl.h"
+
+namespace hearth::calib {
+namespace {
+
+constexpr const char* kStatsPrefix = "hearth.calibration.";
+
+std::string blk(int64_t il, const char* name) {
+  return "blk." + std::to_string(il) + "." + name;
+}
+
+bool is_calibration_key(const std::string& k) {
+  return k.rfind(kStatsPrefix, 0) == 0 || k == "hearth.predictor_thresholds" ||
+         k == "hearth.gate_thresholds";
+}
+
+// Tensors calibration replaces: predictors (when it writes new ones) and statistics.
+bool replaced_tensor(const std::string& name, bool new_predictors) {
+  const auto ends = [&](const char* s) {
+    const std::string suffix = s;
+    return name.size() > suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (name.rfind("blk.", 0) != 0) return false;
+  if (ends(".ffn_act_freq")) return true;
+  return new_predictors && (ends(".fc1.weight") || ends(".fc2.weight"));
+}
+
+std::vector<float> layer_values(const sparse::CalibReport& r, double sparse::CalibLayerReport::*f) {
+  std::vector<float> v;
+  for (const auto& l : r.layers) v.push_back(static_cast<float>(l.*f));
+  return v;
+}
+
+// Owns the f16 copies of the predictors until the writer has written them.
+struct F16Store {
+  std::vector<std::vector<uint16_t>> blobs;
+  const uint16_t* add(const std::vector<float>& values) {
+    auto& b = blobs.emplace_back(values.size());
+    for (size_t i = 0; i < values.size(); ++i) b[i] = fp32_to_fp16(values[i]);
+    return b.data();
+  }
+};
+
+std::vector<float> read_array(const gguf::GgufFile& f, const std::string& key, size_t n) {
+  auto v = f.get_float_array(key);
+  if (!v) return std::vector<float>(n, std::nanf(""));
+  if (v->size() != n) fail(f.path(), ": metadata key '", key, "' has ", v->size(), " values for ", n, " layers");
+  return *v;
+}
+
+}  // namespace
+
+void write_calibrated_model(const Model& model, const CalibrationResult& r, const std::string& out) {
+  const gguf::GgufFile& in = *model.impl().file;
+  const ModelConfig& c = model.config();
+  const bool new_predictors = !r.predictors.empty();
+  gguf::GgufWriter w;
+  w.set_magic_powerinfer(in.is_powerinfer());
+  for (const auto& [key, value] : in.metadata()) {
+    if (!is_calibration_key(key)) w.copy_value(key, value);
+  }
+  for (const gguf::TensorInfo& t : in.tensors()) {
+    if (replaced_tensor(t.name, new_predictors)) continue;
+    w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, static_cast<size_t>(t.n_dims)),
+                 t.data, t.nbytes);
+  }
+
+  const sparse::CalibReport& rep = r.report;
+  w.set_string(std::string(kStatsPrefix) + "kind", rep.kind);
+  w.set_u64(std::string(kStatsPrefix) + "tokens", static_cast<uint64_t>(rep.tokens));
+  w.set_u64(std::string(kStatsPrefix) + "heldout_tokens", static_cast<uint64_t>(r.heldout_tokens));
+  if (!std::isnan(rep.target)) w.set_f32(std::string(kStatsPrefix) + "target", static_cast<float>(rep.target));
+  const std::vector<float> sparsity = layer_values(rep, &sparse::CalibLayerReport::true_sparsity);
+  w.set_f32_array(std::string(kStatsPrefix) + "sparsity", sparsity);
+  std::vector<float> recall, precision, predicted;
+  if (new_predictors) {
+    recall = layer_values(rep, &sparse::CalibLayerReport::recall);
+    precision = layer_values(rep, &sparse::CalibLayerReport::precision);
+    predicted = layer_values(rep, &sparse::CalibLayerReport::predicted_sparsity);
+    w.set_f32_array(std::string(kStatsPrefix) + "recall", recall);
+    w.set_f32_array(std::string(kStatsPrefix) + "precision", precision);
+    w.set_f32_array(std::string(kStatsPrefix) + "predicted_sparsity", predicted);
+  }
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const auto& freq = rep.layers[static_cast<size_t>(il)].freq;
+    const int64_t ne[1] = {c.n_ff};
+    w.add_tensor(blk(il, "ffn_act_freq"), static_cast<uint32_t>(DType::F32), ne, freq.data(),
+                 freq.size() * sizeof(float));
+  }
+
+  F16Store store;
+  std::vector<float> thresholds;
+  if (new_predictors) {
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const LayerPredictor& p = r.predictors[static_cast<size_t>(il)];
+      const int64_t ne1[2] = {c.n_embd, p.rank}, ne2[2] = {p.rank, c.n_ff};
+      w.add_tensor(blk(il, "fc1.weight"), static_cast<uint32_t>(DType::F16), ne1,
+                   store.add(p.fc1), p.fc1.size() * 2);
+      w.add_tensor(blk(il, "fc2.weight"), static_cast<uint32_t>(DType::F16), ne2,
+                   store.add(p.fc2), p.fc2.size() * 2);
+      thresholds.push_back(p.threshold);
+    }
+    w.set_f32_array("hearth.predictor_thresholds", thresholds);
+  }
+  if (!r.gate_thresholds.empty()) w.set_f32_array("hearth.gate_thresholds", r.gate_thresholds);
+  w.write(out);
+}
+
+sparse::CalibReport read_calib_report(const Model& model) {
+  const gguf::GgufFile& f = *model.impl().file;
+  const ModelConfig& c = model.config();
+  const auto kind = f.get_string(std::string(kStatsPrefix) + "kind");
+  if (!kind) fail(f.path(), ": not a calibrated model (no ", kStatsPrefix, "kind); run hearth calibrate first");
+  sparse::CalibReport r;
+  r.model = f.path().substr(f.path().find_last_of('/') + 1);
+  r.kind = std::string(*kind);
+  r.tokens = f.get_int(std::string(kStatsPrefix) + "tokens").value_or(0);
+  r.target = f.get_float(std::string(kStatsPrefix) + "target").value_or(std::nan(""));
+  const auto n = static_cast<size_t>(c.n_layer);
+  const auto sparsity = read_array(f, std::string(kStatsPrefix) + "sparsity", n);
+  const auto recall = read_array(f, std::string(kStatsPrefix) + "recall", n);
+  const auto precision = read_array(f, std::string(kStatsPrefix) + "precision", n);
+  const auto predicted = read_array(f, std::string(kStatsPrefix) + "predicted_sparsity", n);
+  for (size_t il = 0; il < n; ++il) {
+    sparse::CalibLayerReport l;
+    const gguf::TensorInfo* t = f.find_tensor(blk(static_cast<int64_t>(il), "ffn_act_freq"));
+    if (!t || t->type != static_cast<uint32_t>(DType::F32) || t->n_elements() != c.n_ff) {
+      fail(f.path(), ": ", blk(static_cast<int64_t>(il), "ffn_act_freq"), " is missing or not F32 [n_ff]");
+    }
+    const auto* freq = reinterpret_cast<const float*>(t->data);
+    l.freq.assign(freq, freq + c.n_ff);
+    l.true_sparsity = sparsity[il];
+    l.recall = recall[il];
+    l.precision = precision[il];
+    l.predicted_sparsity = predicted[il];
+    if (il < c.predictor_thresholds.size()) l.threshold = c.predictor_thresholds[il];
+    if (il < c.gate_thresholds.size()) l.threshold = c.gate_thresholds[il];
+    const Matrix& fc1 = model.impl().weights.layers[il].fc1;
+    l.predictor_rank = fc1.present() ? fc1.rows : 0;
+    r.layers.push_back(std::move(l));
+  }
+  return r;
+}
+
+}  // namespace hearth::calib

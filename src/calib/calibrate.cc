@@ -1,0 +1,298 @@
+#include "calib/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "hearth/session.h"
+#include "model/model_impl.h"
+#include "sparse/activation_profile.h"
+#include "text/unicode.h"
+
+namespace hearth::calib {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kMinTrainTokens = 256;   // fewer and the statistics mean nothing
+constexpr int64_t kMinHeldoutTokens = 64;
+constexpr double kSampleBudgetBytes = 1024.0 * 1024 * 1024;
+
+void say(const CalibrateOptions& o, const std::string& line) {
+  if (o.log) o.log(line);
+}
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream s;
+  (s << ... << args);
+  return s.str();
+}
+
+std::vector<int32_t> tokenize_text(const Model& m, const std::string& text, const char* what) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t len = text::utf8_valid_len(text, pos);
+    if (len == 0) fail("the ", what, " is not UTF-8 text (bad byte at offset ", pos, ")");
+    pos += len;
+  }
+  return m.tokenize(text, /*add_bos=*/false);
+}
+
+// Runs `tokens` through a dense session with the profiler attached, in windows of `window`
+// tokens (each from an empty context, after BOS when the model adds one), reporting progress.
+void profile_tokens(const std::shared_ptr<const Model>& model, std::span<const int32_t> tokens,
+                    sparse::ActivationProfiler& profiler, const CalibrateOptions& o,
+                    const std::string& label) {
+  SessionOptions so;
+  so.n_ctx = static_cast<int32_t>(o.window + 1);
+  so.n_batch = so.n_ctx;
+  so.n_threads = o.n_threads;
+  so.sparse = SparseMode::Dense;
+  so.ffn_observer = &profiler;
+  Session session(model, so);
+  const bool bos = model->add_bos_default() && model->bos() >= 0;
+  std::vector<int32_t> input;
+  const auto start = Clock::now();
+  auto last = start;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(o.window)) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(o.window));
+    input.clear();
+    if (bos) input.push_back(model->bos());
+    input.insert(input.end(), tokens.begin() + static_cast<ptrdiff_t>(i),
+                 tokens.begin() + static_cast<ptrdiff_t>(i + n));
+    session.reset();
+    session.eval(input);
+    const auto now = Clock::now();
+    const double secs = std::chrono::duration<double>(now - start).count();
+    if (i + n == tokens.size() || now - last > std::chrono::seconds(2)) {
+      last = now;
+      const double rate = static_cast<double>(i + n) / std::max(secs, 1e-9);
+      say(o, cat(label, ": ", i + n, "/", tokens.size(), " tokens, ",
+                 static_cast<int64_t>(rate), " tokens/s, ",
+                 static_cast<int64_t>((tokens.size() - i - n) / std::max(rate, 1e-9)), " s left"));
+    }
+  }
+}
+
+float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+// The bytes one active neuron costs a decode step: its rows of up and gate and its row of the
+// neuron-major down (the sparse path's reads).
+double bytes_per_neuron(const Model& m) {
+  const LayerWeights& l = m.impl().weights.layers.front();
+  double b = static_cast<double>(row_bytes(l.ffn_up.type, l.ffn_up.cols));
+  if (l.ffn_gate.present()) b += static_cast<double>(row_bytes(l.ffn_gate.type, l.ffn_gate.cols));
+  const Matrix& down = l.ffn_down_t.present() ? l.ffn_down_t : l.ffn_down;
+  b += static_cast<double>(down.bytes()) / static_cast<double>(m.config().n_ff);
+  return b;
+}
+
+CalibKind resolve_kind(const Model& m, const CalibrateOptions& o) {
+  const bool relu = m.config().ffn_act == FfnActivation::Relu ||
+                    m.config().ffn_act == FfnActivation::Relu2;
+  const bool has_sparsity = !std::isnan(o.sparsity);
+  if (has_sparsity && !(o.sparsity > 0 && o.sparsity < 1)) {
+    fail("--sparsity must be between 0 and 1 (got ", o.sparsity, ")");
+  }
+  CalibKind k = o.kind;
+  if (k == CalibKind::Auto) k = has_sparsity ? CalibKind::Thresholds : CalibKind::Predictors;
+  if (k == CalibKind::Thresholds && !has_sparsity) fail("thresholds need --sparsity F");
+  if (k != CalibKind::Thresholds && !relu) {
+    fail("this model's FFN activation is ", to_string(m.config().ffn_act),
+         ", whose neurons are never exactly zero, so there is nothing for predictors to learn; "
+         "give --sparsity F for per-layer magnitude thresholds");
+  }
+  return k;
+}
+
+struct TokenSplit {
+  std::vector<int32_t> train, heldout;
+};
+
+TokenSplit split_tokens(const Model& m, const CalibrateOptions& o) {
+  if (o.window < 8) fail("the profiling window must be at least 8 tokens (got ", o.window, ")");
+  TokenSplit s;
+  std::vector<int32_t> all = tokenize_text(m, o.text, "calibration text");
+  if (!o.heldout_text.empty()) {
+    s.heldout = tokenize_text(m, o.heldout_text, "held-out text");
+    s.train = std::move(all);
+  } else {
+    if (!(o.heldout_share > 0 && o.heldout_share < 1)) fail("the held-out share must be in (0, 1)");
+    const auto cut = static_cast<size_t>(std::llround(all.size() * (1.0 - o.heldout_share)));
+    s.train.assign(all.begin(), all.begin() + static_cast<ptrdiff_t>(cut));
+    s.heldout.assign(all.begin() + static_cast<ptrdiff_t>(cut), all.end());
+  }
+  if (o.max_tokens > 0 && static_cast<int64_t>(s.train.size()) > o.max_tokens) {
+    s.train.resize(static_cast<size_t>(o.max_tokens));
+  }
+  if (o.max_heldout > 0 && static_cast<int64_t>(s.heldout.size()) > o.max_heldout) {
+    s.heldout.resize(static_cast<size_t>(o.max_heldout));
+  }
+  if (static_cast<int64_t>(s.train.size()) < kMinTrainTokens ||
+      static_cast<int64_t>(s.heldout.size()) < kMinHeldoutTokens) {
+    fail("the text is too short: calibration needs at least ", kMinTrainTokens,
+         " tokens to profile and ", kMinHeldoutTokens, " held-out tokens (got ", s.train.size(),
+         " and ", s.heldout.size(), ")");
+  }
+  return s;
+}
+
+int64_t sample_budget(const ModelConfig& c, const CalibrateOptions& o) {
+  if (o.max_samples < 16) fail("--max-samples must be at least 16 (got ", o.max_samples, ")");
+  const double per = static_cast<double>(c.n_layer) * (c.n_embd * sizeof(float) + c.n_ff);
+  return std::min(o.max_samples, std::max<int64_t>(1024, static_cast<int64_t>(kSampleBudgetBytes / per)));
+}
+
+sparse::ProfileOptions profile_options(const ModelConfig& c) {
+  sparse::ProfileOptions p;
+  p.thresholds.assign(static_cast<size_t>(c.n_layer), 0.0f);
+  return p;
+}
+
+void train_predictors(const std::shared_ptr<const Model>& model, const TokenSplit& split,
+                      const CalibrateOptions& o, CalibrationResult& r) {
+  const ModelConfig& c = model->config();
+  sparse::ProfileOptions po = profile_options(c);
+  po.max_samples = sample_budget(c, o);
+  po.seed = o.seed;
+  sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.train, train, o, "profile");
+  po.max_samples = static_cast<int64_t>(split.heldout.size()) + 1;
+  sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.heldout, held, o, "held-out");
+
+  sparse::PredictorTrainOptions to;
+  to.ranks = o.ranks.empty() ? default_ranks(c.n_embd) : o.ranks;
+  // Half the allowed misses as a safety margin: the threshold is picked on validation samples of
+  // the calibration text, and other text should reach the target too.
+  to.target_recall = 1.0 - (1.0 - o.target_recall) * 0.5;
+  to.bytes_per_neuron = bytes_per_neuron(*model);
+  to.bytes_per_rank = static_cast<double>(c.n_embd + c.n_ff) * 2;  // written as F16
+  to.epochs = o.epochs;
+  to.seed = o.seed;
+  to.n_threads = o.n_threads;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    auto last = Clock::now();
+    sparse::TrainedPredictor p = sparse::train_predictor(
+        train.samples(il), to, [&](int64_t rank, int epoch, int epochs, float loss) {
+          const auto now = Clock::now();
+          if (epoch == epochs || now - last > std::chrono::seconds(2)) {
+            last = now;
+            say(o, cat("train layer ", il + 1, "/", c.n_layer, " width ", rank, ": epoch ", epoch,
+                       "/", epochs, " loss ", loss));
+          }
+        });
+    // The file stores the predictor in f16; measure what the runtime will compute.
+    for (float& v : p.fc1) v = round_f16(v);
+    for (float& v : p.fc2) v = round_f16(v);
+    const sparse::PredictorQuality q = sparse::evaluate_predictor(p, held.samples(il));
+    sparse::CalibLayerReport lr;
+    lr.freq = train.frequencies(il);
+    lr.recall = q.recall;
+    lr.precision = q.precision;
+    lr.predicted_sparsity = q.predicted_sparsity;
+    lr.true_sparsity = q.true_sparsity;
+    lr.predictor_rank = p.rank;
+    lr.threshold = p.threshold;
+    lr.loss = p.loss;
+    r.report.layers.push_back(std::move(lr));
+    say(o, cat("layer ", il + 1, "/", c.n_layer, ": width ", p.rank, ", threshold ", p.threshold,
+               ", held-out recall ", q.recall, ", precision ", q.precision,
+               ", predicted sparsity ", q.predicted_sparsity, " (true ", q.true_sparsity, ")"));
+    r.predictors.push_back(LayerPredictor{p.rank, std::move(p.fc1), std::move(p.fc2), p.threshold});
+  }
+  r.report.tokens = static_cast<int64_t>(train.tokens());
+  r.report.target = o.target_recall;
+}
+
+void choose_thresholds(const std::shared_ptr<const Model>& model, const TokenSplit& split,
+                       const CalibrateOptions& o, CalibrationResult& r) {
+  const ModelConfig& c = model->config();
+  sparse::ProfileOptions po = profile_options(c);
+  po.histograms = true;
+  sparse::ActivationProfiler hist(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.train, hist, o, "profile (magnitudes)");
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    r.gate_thresholds.push_back(hist.histogram(il).quantile(o.sparsity));
+  }
+  // Second pass: which neurons the thresholds keep, on the calibration and held-out tokens.
+  po.histograms = false;
+  po.thresholds = r.gate_thresholds;
+  sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.train, train, o, "profile (frequencies)");
+  sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.heldout, held, o, "held-out");
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    sparse::CalibLayerReport lr;
+    lr.freq = train.frequencies(il);
+    lr.true_sparsity = held.sparsity(il);
+    lr.threshold = r.gate_thresholds[static_cast<size_t>(il)];
+    say(o, cat("layer ", il + 1, "/", c.n_layer, ": threshold ", lr.threshold,
+               ", held-out sparsity ", lr.true_sparsity));
+    r.report.layers.push_back(std::move(lr));
+  }
+  r.report.tokens = static_cast<int64_t>(train.tokens());
+  r.report.target = o.sparsity;
+}
+
+void profile_only(const std::shared_ptr<const Model>& model, const TokenSplit& split,
+                  const CalibrateOptions& o, CalibrationResult& r) {
+  const ModelConfig& c = model->config();
+  sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, profile_options(c));
+  profile_tokens(model, split.train, train, o, "profile");
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    sparse::CalibLayerReport lr;
+    lr.freq = train.frequencies(il);
+    lr.true_sparsity = train.sparsity(il);
+    r.report.layers.push_back(std::move(lr));
+  }
+  r.report.tokens = static_cast<int64_t>(train.tokens());
+}
+
+}  // namespace
+
+std::vector<int64_t> default_ranks(int64_t n_embd) {
+  std::vector<int64_t> r;
+  // Tiny models get widths up to n_embd itself (still a small share of their FFN).
+  const int64_t lo = std::max<int64_t>(8, n_embd / 64);
+  const int64_t hi = std::min<int64_t>(1024, std::max<int64_t>(n_embd / 2, std::min<int64_t>(n_embd, 64)));
+  for (int64_t w = 8; w <= std::max(hi, lo); w *= 2) {
+    if (w >= lo) r.push_back(w);
+  }
+  return r;
+}
+
+CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o) {
+  if (o.n_threads < 1) fail("the thread count must be at least 1");
+  if (!(o.target_recall > 0 && o.target_recall <= 1)) {
+    fail("--target-recall must be in (0, 1] (got ", o.target_recall, ")");
+  }
+  if (o.epochs < 1) fail("--epochs must be at least 1");
+  CalibrationResult r;
+  r.kind = resolve_kind(*model, o);
+  const TokenSplit split = split_tokens(*model, o);
+  r.heldout_tokens = static_cast<int64_t>(split.heldout.size());
+  const std::string& path = model->path();
+  r.report.model = path.substr(path.find_last_of('/') + 1);
+  say(o, cat("calibrating ", r.report.model, " on ", split.train.size(), " tokens (",
+             split.heldout.size(), " held out)"));
+  switch (r.kind) {
+    case CalibKind::Predictors:
+      r.report.kind = "predictors";
+      train_predictors(model, split, o, r);
+      break;
+    case CalibKind::Thresholds:
+      r.report.kind = "thresholds";
+      choose_thresholds(model, split, o, r);
+      break;
+    default:
+      r.report.kind = "profile";
+      profile_only(model, split, o, r);
+  }
+  return r;
+}
+
+}  // namespace hearth::calib

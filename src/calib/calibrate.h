@@ -1,0 +1,75 @@
+// The calibration pipeline behind `hearth calibrate` (issue 4): profile a model's FFN activations
+// on text with a dense session, then either train predictors (ReLU-family models) or choose
+// per-layer magnitude thresholds (SwiGLU models, training-free, in the spirit of TEAL/CATS), and
+// measure the result on held-out tokens. It drives the public Session API with an
+// ActivationProfiler attached, so it sits above the model layer; the math lives in src/sparse/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hearth/model.h"
+#include "sparse/calib_report.h"
+#include "sparse/predictor_train.h"
+
+namespace hearth::calib {
+
+enum class CalibKind { Auto, Predictors, Thresholds, ProfileOnly };
+
+struct CalibrateOptions {
+  CalibKind kind = CalibKind::Auto;  // Auto: Thresholds when `sparsity` is set, else Predictors
+  std::string text;                  // calibration text
+  std::string heldout_text;          // empty: the last `heldout_share` of the text's tokens
+  double heldout_share = 0.1;
+  int64_t max_tokens = 0;      // calibration tokens to profile (0: all)
+  int64_t max_heldout = 8192;  // held-out tokens evaluated at most
+  int64_t window = 256;        // tokens per evaluation window (the context restarts per window)
+  int n_threads = 1;
+  uint64_t seed = 1;
+  // Predictors.
+  std::vector<int64_t> ranks;  // candidate widths (empty: auto from n_embd)
+  double target_recall = 0.95;
+  int epochs = 20;
+  int64_t max_samples = 65536;  // per layer, capped by a memory budget of 1 GiB
+  // Thresholds: the share of neurons per layer whose gate activation is skipped.
+  double sparsity = std::numeric_limits<double>::quiet_NaN();
+  // Progress lines for the terminal (may be empty).
+  std::function<void(const std::string&)> log;
+};
+
+struct LayerPredictor {
+  int64_t rank = 0;
+  std::vector<float> fc1;  // [rank, n_embd], values rounded to f16 (as written)
+  std::vector<float> fc2;  // [n_ff, rank]
+  float threshold = 0;
+};
+
+struct CalibrationResult {
+  CalibKind kind = CalibKind::Predictors;
+  sparse::CalibReport report;               // per layer: frequencies, quality, thresholds
+  std::vector<LayerPredictor> predictors;   // Predictors: one per layer
+  std::vector<float> gate_thresholds;       // Thresholds: one per layer
+  int64_t heldout_tokens = 0;
+};
+
+// Runs the whole pipeline on a loaded model. Throws hearth::Error on bad input (a text that is
+// not UTF-8 or too short for the windows, a kind the model cannot take, bad options).
+CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o);
+
+// Writes `out`: the model's metadata and tensors, plus what calibration made (predictors or
+// thresholds, activation statistics; docs/formats.md). Written to a temporary file and renamed,
+// so an interrupted run never leaves a half-written `out`.
+void write_calibrated_model(const Model& model, const CalibrationResult& r, const std::string& out);
+
+// The report of a calibrated file (its statistics keys and tensors); throws when it has none.
+sparse::CalibReport read_calib_report(const Model& model);
+
+// Candidate predictor widths for a model of this size: powers of two from n_embd / 64 (at least
+// 8) to n_embd / 2 (at most 1024; up to n_embd for models narrower than 64).
+std::vector<int64_t> default_ranks(int64_t n_embd);
+
+}  // namespace hearth::calib

@@ -1,0 +1,134 @@
+// hearth calibrate: profile a model's FFN activations on text, then train predictors (ReLU-family
+// models) or choose per-layer magnitude thresholds (--sparsity, SwiGLU models), and write a
+// calibrated copy of the model that run/bench/perplexity use in --sparse auto. With --report DIR
+// it also writes an HTML report; `hearth calibrate -m CALIBRATED.gguf --report DIR` (no -f)
+// renders the report of an already calibrated file. Progress goes to stderr.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "calib/calibrate.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+
+namespace hearth::cli {
+namespace {
+
+std::vector<int64_t> parse_ranks(const std::string& s) {
+  if (s == "auto") return {};
+  std::vector<int64_t> ranks;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = s.find(',', pos);
+    const std::string part = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || v < 1 || v > 65536) {
+      fail("--predictor-rank takes 'auto' or widths like 64 or 32,64,128 (got '", s, "')");
+    }
+    ranks.push_back(v);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ranks;
+}
+
+// Calibration can take minutes: a bad output path should fail before it starts, not after.
+void check_writable_dir(const std::string& out) {
+  const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) {
+    fail("cannot write ", out, ": ", dir.string(), " is not a writable directory");
+  }
+}
+
+}  // namespace
+
+int cmd_calibrate(int argc, char** argv) {
+  CLI::App app("Profile a model's activations on text and make its predictors or thresholds",
+               "calibrate");
+  std::string model_path, text_file, heldout_file, out_path, report_dir, rank = "auto", stage = "all";
+  calib::CalibrateOptions o;
+  int32_t n_threads = 0;
+  bool no_mmap = false;
+  app.add_option("-m,--model", model_path, "GGUF model file")->required();
+  app.add_option("-f,--file", text_file, "calibration text");
+  app.add_option("-o,--output", out_path, "the calibrated model to write");
+  app.add_option("--heldout", heldout_file,
+                 "text to measure the result on (default: the last 10% of the calibration tokens)");
+  app.add_option("--tokens", o.max_tokens, "calibration tokens to profile (0 = all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--predictor-rank", rank,
+                 "predictor width: auto (choose per layer), N, or candidates N,M,...")
+      ->capture_default_str();
+  app.add_option("--target-recall", o.target_recall, "per-layer predictor recall to reach")
+      ->capture_default_str();
+  app.add_option("--sparsity", o.sparsity,
+                 "per-layer magnitude thresholds that skip this share of neurons (SwiGLU models)");
+  app.add_option("--epochs", o.epochs, "predictor training epochs")->capture_default_str();
+  app.add_option("--max-samples", o.max_samples,
+                 "training samples kept per layer (at most what fits in 1 GiB)")
+      ->capture_default_str();
+  app.add_option("--window", o.window, "tokens per profiling window")->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed (training is deterministic for a seed)")
+      ->capture_default_str();
+  app.add_option("--stage", stage,
+                 "all: profile, then predictors or thresholds; profile: activation statistics only")
+      ->check(CLI::IsMember({"all", "profile"}))->capture_default_str();
+  app.add_option("--report", report_dir, "also write an HTML report into this directory");
+  app.add_option("-t,--threads", n_threads, "threads (default: all)");
+  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  return run_app(app, argc, argv, [&] {
+    if (text_file.empty()) {
+      // Report of an already calibrated model.
+      if (report_dir.empty()) fail("give a calibration text (-f FILE), or --report DIR for a calibrated model");
+      if (!out_path.empty()) fail("-o needs a calibration text (-f FILE)");
+      const auto model = Model::load(model_path, !no_mmap);
+      sparse::write_calib_report(calib::read_calib_report(*model), report_dir);
+      std::printf("report: %s/index.html\n", report_dir.c_str());
+      return 0;
+    }
+    if (out_path.empty() && report_dir.empty()) fail("give -o OUT.gguf (and/or --report DIR)");
+    if (!out_path.empty()) check_writable_dir(out_path);
+    o.text = read_text_file(text_file, "calibration text");
+    if (!heldout_file.empty()) o.heldout_text = read_text_file(heldout_file, "held-out text");
+    o.ranks = parse_ranks(rank);
+    o.n_threads = n_threads > 0 ? n_threads : default_threads();
+    if (stage == "profile") o.kind = calib::CalibKind::ProfileOnly;
+    o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    const auto model = Model::load(model_path, !no_mmap);
+    const calib::CalibrationResult r = calib::calibrate(model, o);
+    if (!out_path.empty()) {
+      calib::write_calibrated_model(*model, r, out_path);
+      std::printf("wrote %s\n", out_path.c_str());
+    }
+    if (!report_dir.empty()) {
+      sparse::write_calib_report(r.report, report_dir);
+      std::printf("report: %s/index.html\n", report_dir.c_str());
+    }
+    for (size_t il = 0; il < r.report.layers.size(); ++il) {
+      const auto& l = r.report.layers[il];
+      if (l.predictor_rank > 0) {
+        std::printf("layer %zu: width %lld, recall %.4f, precision %.4f, predicted sparsity %.4f, "
+                    "true sparsity %.4f\n", il, static_cast<long long>(l.predictor_rank), l.recall,
+                    l.precision, l.predicted_sparsity, l.true_sparsity);
+      } else {
+        std::printf("layer %zu: threshold %.6g, held-out sparsity %.4f\n", il,
+                    std::isnan(l.threshold) ? 0.0 : l.threshold, l.true_sparsity);
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace hearth::cli
