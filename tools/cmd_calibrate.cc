@@ -74,7 +74,11 @@ int cmd_calibrate(int argc, char** argv) {
   app.add_option("--target-recall", o.target_recall, "per-layer predictor recall to reach")
       ->capture_default_str();
   app.add_option("--sparsity", o.sparsity,
-                 "per-layer magnitude thresholds that skip this share of neurons (SwiGLU models)");
+                 "per-layer magnitude thresholds that skip this share of the down projection's inputs "
+                 "(SwiGLU models)");
+  app.add_option("--gate-sparsity", o.gate_sparsity,
+                 "of --sparsity, the share skipped by |act(gate)| alone, whose up rows are not "
+                 "read either (default: 0.4 * sparsity)");
   app.add_option("--epochs", o.epochs, "predictor training epochs")->capture_default_str();
   app.add_option("--max-samples", o.max_samples,
                  "training samples kept per layer (at most what fits in 1 GiB)")
@@ -123,7 +127,8 @@ int cmd_calibrate(int argc, char** argv) {
                     "true sparsity %.4f\n", il, static_cast<long long>(l.predictor_rank), l.recall,
                     l.precision, l.predicted_sparsity, l.true_sparsity);
       } else {
-        std::printf("layer %zu: threshold %.6g, held-out sparsity %.4f\n", il,
+        std::printf("layer %zu: gate threshold %.6g, down threshold %.6g, held-out sparsity %.4f\n",
+                    il, r.gate_thresholds.empty() ? 0.0 : r.gate_thresholds[il],
                     std::isnan(l.threshold) ? 0.0 : l.threshold, l.true_sparsity);
       }
     }

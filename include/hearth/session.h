@@ -18,8 +18,10 @@ class FfnObserver {
  public:
   virtual ~FfnObserver() = default;
   // p[n, n_embd]: the predictor's input for the n tokens of the batch; act[n, n_ff]: the
-  // activation the sparse modes decide on (act(gate), or act(up) without a gate).
-  virtual void observe(int32_t layer, int64_t n, const float* p, const float* act) = 0;
+  // activation the sparse modes decide on (act(gate), or act(up) without a gate); h[n, n_ff]:
+  // the input of the down projection (act(gate) · up, or act(up)).
+  virtual void observe(int32_t layer, int64_t n, const float* p, const float* act,
+                       const float* h) = 0;
 };
 
 struct SessionOptions {

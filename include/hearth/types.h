@@ -30,8 +30,8 @@ enum class KvType { F32, F16 };
 //   Auto:      Predictor when the model has predictors, else Dense.
 // Which FFN neurons a session computes: all (Dense); those whose gate activation is non-zero
 // (Oracle: exact for ReLU models); those the predictors pick (Predictor); those whose gate
-// activation's magnitude exceeds the layer's calibrated threshold (Threshold: SwiGLU models,
-// `hearth calibrate --sparsity`); Auto: Predictor when the model has predictors, else Threshold
+// activation's magnitude exceeds the layer's calibrated thresholds (Threshold: SwiGLU models,
+// `hearth calibrate --sparsity`, see FfnExecutor); Auto: Predictor when the model has predictors, else Threshold
 // when it has thresholds, else Dense.
 enum class SparseMode { Dense, Oracle, Predictor, Threshold, Auto };
 
@@ -63,8 +63,11 @@ struct ModelConfig {
   // Per-layer predictor score thresholds (hearth.predictor_thresholds, from calibration); empty:
   // sparse_threshold for every layer.
   std::vector<float> predictor_thresholds;
-  // Per-layer magnitude thresholds on the gate activation (hearth.gate_thresholds); empty: none.
+  // Per-layer magnitude thresholds (SparseMode::Threshold): a neuron is skipped when
+  // |act(gate)| <= gate_thresholds[l] (hearth.gate_thresholds), and its down row also when
+  // |act(gate) · up| <= down_thresholds[l] (hearth.down_thresholds). Empty: none.
   std::vector<float> gate_thresholds;
+  std::vector<float> down_thresholds;
   bool tied_output = false; // output projection reuses token_embd
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }

@@ -21,7 +21,7 @@ std::string blk(int64_t il, const char* name) {
 
 bool is_calibration_key(const std::string& k) {
   return k.rfind(kStatsPrefix, 0) == 0 || k == "hearth.predictor_thresholds" ||
-         k == "hearth.gate_thresholds";
+         k == "hearth.gate_thresholds" || k == "hearth.down_thresholds";
 }
 
 // Tensors calibration replaces: predictors (when it writes new ones) and statistics.
@@ -113,7 +113,10 @@ void write_calibrated_model(const Model& model, const CalibrationResult& r, cons
     }
     w.set_f32_array("hearth.predictor_thresholds", thresholds);
   }
-  if (!r.gate_thresholds.empty()) w.set_f32_array("hearth.gate_thresholds", r.gate_thresholds);
+  if (!r.gate_thresholds.empty()) {
+    w.set_f32_array("hearth.gate_thresholds", r.gate_thresholds);
+    w.set_f32_array("hearth.down_thresholds", r.down_thresholds);
+  }
   w.write(out);
 }
 
@@ -145,7 +148,7 @@ sparse::CalibReport read_calib_report(const Model& model) {
     l.precision = precision[il];
     l.predicted_sparsity = predicted[il];
     if (il < c.predictor_thresholds.size()) l.threshold = c.predictor_thresholds[il];
-    if (il < c.gate_thresholds.size()) l.threshold = c.gate_thresholds[il];
+    if (il < c.down_thresholds.size()) l.threshold = c.down_thresholds[il];
     const Matrix& fc1 = model.impl().weights.layers[il].fc1;
     l.predictor_rank = fc1.present() ? fc1.rows : 0;
     r.layers.push_back(std::move(l));

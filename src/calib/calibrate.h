@@ -35,8 +35,11 @@ struct CalibrateOptions {
   double target_recall = 0.95;
   int epochs = 20;
   int64_t max_samples = 65536;  // per layer, capped by a memory budget of 1 GiB
-  // Thresholds: the share of neurons per layer whose gate activation is skipped.
+  // Thresholds: the share of neurons per layer whose down row is skipped (|act(gate) · up| small),
+  // and of those the share skipped already by the gate alone (|act(gate)| small: their up rows
+  // are not read either; NaN: 0.4 * sparsity).
   double sparsity = std::numeric_limits<double>::quiet_NaN();
+  double gate_sparsity = std::numeric_limits<double>::quiet_NaN();
   // Progress lines for the terminal (may be empty).
   std::function<void(const std::string&)> log;
 };
@@ -53,6 +56,7 @@ struct CalibrationResult {
   sparse::CalibReport report;               // per layer: frequencies, quality, thresholds
   std::vector<LayerPredictor> predictors;   // Predictors: one per layer
   std::vector<float> gate_thresholds;       // Thresholds: one per layer
+  std::vector<float> down_thresholds;       // Thresholds: one per layer
   int64_t heldout_tokens = 0;
 };
 

@@ -211,6 +211,10 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.sparse_threshold = read_sparse_threshold(file);
   c.predictor_thresholds = read_layer_array(file, "hearth.predictor_thresholds", c.n_layer, false);
   c.gate_thresholds = read_layer_array(file, "hearth.gate_thresholds", c.n_layer, true);
+  c.down_thresholds = read_layer_array(file, "hearth.down_thresholds", c.n_layer, true);
+  if (!c.down_thresholds.empty() && c.gate_thresholds.empty()) {
+    fail(file.path(), ": hearth.down_thresholds needs hearth.gate_thresholds");
+  }
   // n_vocab, ffn_gated and tied_output come from the tensors (see model/arch/).
   return c;
 }

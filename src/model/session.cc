@@ -128,6 +128,9 @@ void Session::Impl::bind_ffn(float threshold_override) {
     sparse::FfnWeights f{&l.ffn_gate, &l.ffn_up,  &l.ffn_down,  &l.ffn_down_t,
                          &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b,
                          static_cast<int32_t>(il), layer_threshold(il, threshold_override)};
+    if (sparse_mode == SparseMode::Threshold && !config.down_thresholds.empty()) {
+      f.down_threshold = config.down_thresholds[il];
+    }
     if (sparse_mode != SparseMode::Dense && !l.ffn_down_t.present()) {
       if (!made) made = &model.neuron_major_down();
       f.down_t = &made->layers[il];

@@ -72,10 +72,12 @@ float MagnitudeHistogram::quantile(double q) const {
 ActivationProfiler::ActivationProfiler(int64_t n_layer, int64_t n_embd, int64_t n_ff,
                                        const ProfileOptions& o)
     : n_embd_(n_embd), n_ff_(n_ff), opt_(o), layers_(static_cast<size_t>(n_layer)),
-      row_(static_cast<size_t>(n_ff)) {
-  if (!o.thresholds.empty() && static_cast<int64_t>(o.thresholds.size()) != n_layer) {
-    fail("profiling needs one threshold per layer (got ", o.thresholds.size(), " for ", n_layer,
-         " layers)");
+      row_(static_cast<size_t>(n_ff)), h_(static_cast<size_t>(n_ff)) {
+  for (const auto* t : {&o.thresholds, &o.down_thresholds}) {
+    if (!t->empty() && static_cast<int64_t>(t->size()) != n_layer) {
+      fail("profiling needs one threshold per layer (got ", t->size(), " for ", n_layer,
+           " layers)");
+    }
   }
   for (size_t il = 0; il < layers_.size(); ++il) {
     Layer& l = layers_[il];
@@ -87,17 +89,26 @@ ActivationProfiler::ActivationProfiler(int64_t n_layer, int64_t n_embd, int64_t 
   }
 }
 
-void ActivationProfiler::observe(int32_t layer, int64_t n, const float* p, const float* act) {
+void ActivationProfiler::observe(int32_t layer, int64_t n, const float* p, const float* act,
+                                 const float* h) {
   Layer& l = layers_.at(static_cast<size_t>(layer));
-  const float t = opt_.thresholds.empty() ? 0.0f : opt_.thresholds[static_cast<size_t>(layer)];
+  const auto at = static_cast<size_t>(layer);
+  const float t = opt_.thresholds.empty() ? 0.0f : opt_.thresholds[at];
+  const float td = opt_.down_thresholds.empty() ? -1.0f : opt_.down_thresholds[at];
   for (int64_t tok = 0; tok < n; ++tok) {
     const float* a = act + tok * n_ff_;
+    const float* ht = h + tok * n_ff_;
     for (int64_t i = 0; i < n_ff_; ++i) {
-      const uint8_t f = std::fabs(a[i]) > t ? 1 : 0;
+      const bool first = std::fabs(a[i]) > t;
+      h_[static_cast<size_t>(i)] = first ? ht[i] : 0.0f;
+      const uint8_t f = first && std::fabs(ht[i]) > td ? 1 : 0;
       row_[static_cast<size_t>(i)] = f;
       l.fired[static_cast<size_t>(i)] += f;
     }
-    if (opt_.histograms) l.hist.add(a, n_ff_);
+    if (opt_.histograms) {
+      l.hist.add(a, n_ff_);
+      l.hist_h.add(h_.data(), n_ff_);
+    }
     if (opt_.max_samples > 0) keep_sample(l, p + tok * n_embd_, row_.data());
   }
   l.tokens += static_cast<uint64_t>(n);

@@ -4,7 +4,8 @@
 // training, ReLU-family models) or a histogram of activation magnitudes (thresholds, SwiGLU).
 //
 // "Fires" means |act| > the layer's threshold: 0 for ReLU-family models (a non-zero activation,
-// what the oracle computes), the calibrated magnitude threshold for SwiGLU ones.
+// what the oracle computes), the calibrated magnitude threshold for SwiGLU ones, where it must
+// also pass the down threshold on |h| = |act(gate) · up| (SparseMode::Threshold's two stages).
 #pragma once
 
 #include <cstdint>
@@ -37,12 +38,16 @@ class MagnitudeHistogram {
 };
 
 struct ProfileOptions {
-  // Per layer: a neuron fires iff |act| > threshold (empty: > 0).
+  // Per layer: a neuron fires iff |act| > thresholds[l] (empty: > 0) and, when given,
+  // |h| > down_thresholds[l].
   std::vector<float> thresholds;
+  std::vector<float> down_thresholds;
   // Predictor samples per layer: at most this many (p, fired) pairs, reservoir-sampled beyond
   // (0: none kept).
   int64_t max_samples = 0;
-  bool histograms = false;  // magnitude histograms per layer
+  // Magnitude histograms per layer: of |act|, and of |h| where act passes the threshold (0
+  // where it does not, as the runtime's first stage zeroes it).
+  bool histograms = false;
   uint64_t seed = 1;
 };
 
@@ -50,7 +55,8 @@ class ActivationProfiler : public FfnObserver {
  public:
   ActivationProfiler(int64_t n_layer, int64_t n_embd, int64_t n_ff, const ProfileOptions& o);
 
-  void observe(int32_t layer, int64_t n, const float* p, const float* act) override;
+  void observe(int32_t layer, int64_t n, const float* p, const float* act,
+               const float* h) override;
 
   int64_t n_layer() const { return static_cast<int64_t>(layers_.size()); }
   int64_t n_ff() const { return n_ff_; }
@@ -61,6 +67,7 @@ class ActivationProfiler : public FfnObserver {
   double sparsity(int64_t layer) const;
   const PredictorSamples& samples(int64_t layer) const { return layers_[layer].samples; }
   const MagnitudeHistogram& histogram(int64_t layer) const { return layers_[layer].hist; }
+  const MagnitudeHistogram& down_histogram(int64_t layer) const { return layers_[layer].hist_h; }
 
  private:
   struct Layer {
@@ -69,7 +76,7 @@ class ActivationProfiler : public FfnObserver {
     PredictorSamples samples;
     uint64_t seen = 0;            // samples offered to the reservoir
     std::mt19937_64 rng;
-    MagnitudeHistogram hist;
+    MagnitudeHistogram hist, hist_h;
   };
   void keep_sample(Layer& l, const float* p, const uint8_t* fired);
 
@@ -77,6 +84,7 @@ class ActivationProfiler : public FfnObserver {
   ProfileOptions opt_;
   std::vector<Layer> layers_;
   std::vector<uint8_t> row_;  // [n_ff] the fired mask of one token
+  std::vector<float> h_;      // [n_ff] h of one token after the first stage
 };
 
 }  // namespace hearth::sparse

@@ -43,7 +43,9 @@ FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_
     hidden_.resize(static_cast<size_t>(s.n_batch * s.max_hidden));
     score_.resize(per_batch);
   }
+  if (m.observer) act_.resize(per_batch);
   idx_.resize(static_cast<size_t>(s.n_ff));
+  keep_.resize(static_cast<size_t>(s.n_ff));
   all_.resize(static_cast<size_t>(s.n_ff));
   std::iota(all_.begin(), all_.end(), 0);
 }
@@ -52,6 +54,7 @@ void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn
                       int64_t n, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
   threshold_ = w.threshold;
+  down_threshold_ = w.down_threshold;
   const bool small = n <= kMaxSparseBatch;
   const SparseMode mode = small || mode_.masked_batches ? mode_.mode : SparseMode::Dense;
   if (mode == SparseMode::Predictor) {
@@ -140,17 +143,22 @@ void FfnExecutor::dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, c
     return;
   }
   activate(ctx.isa(), shape_.act, gated ? a : u, total, a);
-  if (mode_.observer) mode_.observer->observe(w.layer, n, p, a);
-  if (decide) stats.neurons_active += static_cast<uint64_t>(mask_below_threshold(a, total));
+  if (mode_.observer) std::copy(a, a + total, act_.begin());
+  int64_t kept = decide ? mask_below(a, total, threshold_) : 0;
   if (gated) vec_mul(ctx.isa(), a, u, total);
+  if (mode == SparseMode::Threshold && down_threshold_ > 0.0f) {
+    kept = mask_below(a, total, down_threshold_);
+  }
+  if (decide) stats.neurons_active += static_cast<uint64_t>(kept);
+  if (mode_.observer) mode_.observer->observe(w.layer, n, p, act_.data(), a);
 }
 
-// Zeroes the activations whose magnitude is at most the layer's threshold (at 0: keeps exactly
-// the non-zero ones) and returns how many are left.
-int64_t FfnExecutor::mask_below_threshold(float* act, int64_t n) const {
+// Zeroes the activations whose magnitude is at most the threshold (at 0: keeps exactly the
+// non-zero ones) and returns how many are left.
+int64_t FfnExecutor::mask_below(float* act, int64_t n, float threshold) {
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(act[i]) > threshold_) {
+    if (std::fabs(act[i]) > threshold) {
       ++kept;
     } else {
       act[i] = 0.0f;
@@ -211,8 +219,8 @@ bool FfnExecutor::fires(const float* full, int64_t t, int64_t i) const {
 }
 
 // Compacts the neurons that fire for any of the n tokens into idx_ (ascending) and returns how
-// many; counts each token's own active neurons into stats.
-int64_t FfnExecutor::select_active(const float* full, int64_t n, SparseStats& stats) {
+// many; counts each token's own active neurons into stats (when given).
+int64_t FfnExecutor::select_active(const float* full, int64_t n, SparseStats* stats) {
   int64_t k = 0;
   uint64_t active = 0;
   for (int64_t i = 0; i < shape_.n_ff; ++i) {
@@ -221,8 +229,30 @@ int64_t FfnExecutor::select_active(const float* full, int64_t n, SparseStats& st
     if (hits) idx_[k++] = static_cast<int32_t>(i);
     active += static_cast<uint64_t>(hits);
   }
-  stats.neurons_active += active;
+  if (stats) stats->neurons_active += active;
   return k;
+}
+
+// Drops from idx_ and a[n, k] (in place; rows become [n, k'] with k' the result) the neurons
+// whose activation is zero for every token, and counts the non-zero (token, neuron) pairs left
+// into active.
+int64_t FfnExecutor::drop_zero_columns(float* a, int64_t n, int64_t k, uint64_t& active) {
+  int64_t kept = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t hits = 0;
+    for (int64_t t = 0; t < n; ++t) hits += a[t * k + j] != 0.0f ? 1 : 0;
+    keep_[static_cast<size_t>(j)] = hits > 0;
+    active += static_cast<uint64_t>(hits);
+    if (hits) idx_[kept++] = idx_[j];
+  }
+  // Destinations never run ahead of sources (t * kept + out <= t * k + j), so one forward pass.
+  for (int64_t t = 0; t < n; ++t) {
+    int64_t out = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      if (keep_[static_cast<size_t>(j)]) a[t * kept + out++] = a[t * k + j];
+    }
+  }
+  return kept;
 }
 
 void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
@@ -242,11 +272,13 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
       up_all(ctx, w, xn, n, g);
     }
     activate(isa, shape_.act, g, n * shape_.n_ff, g);
-    if (threshold_ > 0.0f) mask_below_threshold(g, n * shape_.n_ff);
+    if (threshold_ > 0.0f) mask_below(g, n * shape_.n_ff, threshold_);
     stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
     full = g;
   }
-  const int64_t k = select_active(full, n, stats);
+  // Threshold counts the neurons that reach the down projection, below.
+  const bool two_stage = mode_.mode == SparseMode::Threshold && down_threshold_ > 0.0f;
+  int64_t k = select_active(full, n, two_stage ? nullptr : &stats);
 
   // a[n, k] in `u`: the activations of the active neurons, each token keeping only its own.
   if (full) {
@@ -255,6 +287,10 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
     predicted_activations(ctx, w, xn, n, k, u, stats);
   }
   stats.weight_bytes += rows_bytes(w.up, k);
+  if (two_stage) {
+    mask_below(u, n * k, down_threshold_);
+    k = drop_zero_columns(u, n, k, stats.neurons_active);
+  }
   down_sparse(ctx, w, u, n, k, out, stats);
 }
 

@@ -6,8 +6,9 @@
 // Which neurons are active depends on the mode: all (Dense), those with a non-zero activation
 // (Oracle: the gate, or up when there is no gate, is computed in full first), those whose
 // activation's magnitude exceeds the layer's calibrated threshold (Threshold: the same pass as
-// Oracle with a threshold above zero), or those whose predictor score fc2 · relu(fc1 · p)
-// reaches the layer's threshold (Predictor). Skipped neurons contribute exactly zero, so a mode
+// Oracle with a threshold above zero, then a second one on act(gate) · up that also drops down
+// rows), or those whose predictor score fc2 · relu(fc1 · p) reaches the layer's threshold
+// (Predictor). Skipped neurons contribute exactly zero, so a mode
 // changes which terms are summed, never how.
 //
 // Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path: the union of the
@@ -45,6 +46,9 @@ struct FfnWeights {
   // Predictor: a neuron is active iff its score >= threshold. Threshold (and Oracle, at 0): iff
   // |activation| > threshold.
   float threshold = 0.0f;
+  // Threshold: of the active neurons, those with |act(gate) · up| <= down_threshold skip their
+  // down row too (TEAL's rule for the down projection's input).
+  float down_threshold = 0.0f;
 };
 
 struct FfnShape {
@@ -79,7 +83,8 @@ class FfnExecutor {
                  int64_t n, SparseMode mode, float* out, SparseStats& stats);
   void dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
                          SparseMode mode, float* a, float* u, SparseStats& stats);
-  int64_t mask_below_threshold(float* act, int64_t n) const;
+  static int64_t mask_below(float* act, int64_t n, float threshold);
+  int64_t drop_zero_columns(float* a, int64_t n, int64_t k, uint64_t& active);
   void run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                   float* out, SparseStats& stats);
   void predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
@@ -93,7 +98,7 @@ class FfnExecutor {
                  int64_t k, float* u);
   void add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const;
   bool fires(const float* full, int64_t t, int64_t i) const;
-  int64_t select_active(const float* full, int64_t n, SparseStats& stats);
+  int64_t select_active(const float* full, int64_t n, SparseStats* stats);
   void oracle_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
                           const float* full, int64_t n, int64_t k, float* u);
   void predicted_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
@@ -103,13 +108,16 @@ class FfnExecutor {
 
   FfnShape shape_;
   FfnMode mode_;
-  float threshold_ = 0.0f;     // the current layer's (FfnWeights::threshold)
+  float threshold_ = 0.0f;       // the current layer's (FfnWeights::threshold)
+  float down_threshold_ = 0.0f;  // and FfnWeights::down_threshold
   std::vector<float> gate_;    // [n_batch, n_ff]   gate (or up) pre-activations; then a
   std::vector<float> up_;      // [n_batch, n_ff]
   std::vector<float> hidden_;  // [kMaxSparseBatch or n_batch, max_hidden]
   std::vector<float> score_;   // [n_batch, n_ff]   predictor scores
   std::vector<int32_t> idx_;   // [n_ff]            active neurons (union over tokens), ascending
   std::vector<int32_t> all_;   // [n_ff]            0, 1, ..., n_ff - 1
+  std::vector<float> act_;     // [n_batch, n_ff]   act(gate) for the observer
+  std::vector<uint8_t> keep_;  // [n_ff]
 };
 
 }  // namespace hearth::sparse

@@ -5,6 +5,7 @@
 // clearly without leaving a file behind.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -153,6 +154,53 @@ TEST(Calibrate, ThresholdsReachTheRequestedSparsity) {
   s.reset_stats();
   for (size_t i = 16; i < 48; ++i) s.eval(std::span(tokens).subspan(i, 1));
   EXPECT_NEAR(s.sparse_stats().sparsity(), 0.5, 0.1);
+}
+
+// The logits after `tokens`, fed in steps of `step` tokens.
+std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& m, const SessionOptions& o,
+                                   const std::vector<int32_t>& tokens, size_t step) {
+  Session s(m, o);
+  std::span<const float> last;
+  for (size_t i = 0; i < tokens.size(); i += step) {
+    last = s.eval(std::span(tokens).subspan(i, std::min(step, tokens.size() - i)));
+  }
+  return {last.begin(), last.end()};
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+TEST(Calibrate, ThresholdDecodeMatchesMaskedPrompt) {
+  // One-token steps (gather/axpy with both stages), batches of a few tokens (the union of their
+  // sets) and a masked prompt batch (dense kernels + masks) compute the same function.
+  const auto model = Model::load(synth_model(FfnActivation::Silu));
+  calib::CalibrateOptions co = options();
+  co.sparsity = 0.5;
+  const std::string out = test::temp_dir() + "/t.gguf";
+  calib::write_calibrated_model(*model, calib::calibrate(model, co), out);
+  const auto m = Model::load(out);
+  const std::vector<int32_t> tokens = m->tokenize(words(200, 7), false);
+  SessionOptions o;
+  o.n_threads = 2;
+  o.sparse = SparseMode::Threshold;
+  o.sparse_prompt = true;
+  const auto steps = logits_in_steps(m, o, tokens, 1);
+  EXPECT_LT(max_diff(steps, logits_in_steps(m, o, tokens, tokens.size())), 2e-3f);
+  EXPECT_LT(max_diff(steps, logits_in_steps(m, o, tokens, 5)), 2e-3f);
+  SessionOptions dense = o;
+  dense.sparse = SparseMode::Dense;
+  EXPECT_GT(max_diff(steps, logits_in_steps(m, dense, tokens, 1)), 1e-3f)
+      << "skipping half the neurons should change the output";
+  // Without thresholds the mode is refused, naming what is missing.
+  try {
+    Session s(model, o);
+    FAIL() << "threshold mode on a model without thresholds";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("hearth.gate_thresholds"), std::string::npos);
+  }
 }
 
 TEST(Calibrate, BadInputFailsClearly) {

@@ -319,7 +319,9 @@ TEST(SparseModel, ParseSparseMode) {
   EXPECT_EQ(parse_sparse_mode("dense"), SparseMode::Dense);
   EXPECT_EQ(parse_sparse_mode("oracle"), SparseMode::Oracle);
   EXPECT_EQ(parse_sparse_mode("predictor"), SparseMode::Predictor);
+  EXPECT_EQ(parse_sparse_mode("threshold"), SparseMode::Threshold);
   EXPECT_EQ(parse_sparse_mode("auto"), SparseMode::Auto);
+  EXPECT_EQ(to_string(SparseMode::Threshold), "threshold");
   EXPECT_THROW(parse_sparse_mode("sparse"), Error);
   EXPECT_EQ(to_string(SparseMode::Oracle), "oracle");
 }
