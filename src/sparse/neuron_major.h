@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/huge_buffer.h"
 #include "model/weights.h"
 
 namespace hearth::sparse {
@@ -17,7 +18,7 @@ namespace hearth::sparse {
 // requantizing, and F16 keeps each value to within 2^-11 relative, far below their own error.
 struct NeuronMajorDown {
   std::vector<Matrix> layers;                // empty Matrix where the file has ffn_down_t
-  std::vector<std::vector<uint8_t>> storage;
+  std::vector<HugeBuffer> storage;
 };
 
 NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers);

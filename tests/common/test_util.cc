@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "ops/vec.h"
+
 namespace fs = std::filesystem;
 
 namespace hearth::test {
@@ -139,6 +141,21 @@ void expect_clean_error(const CommandResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
+                                const SessionOptions& options) {
+  Session session(model, options);
+  std::vector<int32_t> out;
+  const int32_t bos = model->bos();
+  auto logits = session.eval({&bos, 1});
+  for (int i = 0; i < n; ++i) {
+    const auto next = static_cast<int32_t>(argmax(logits.data(), static_cast<int64_t>(logits.size())));
+    if (model->is_eog(next)) break;
+    out.push_back(next);
+    logits = session.eval({&next, 1});
+  }
+  return out;
 }
 
 }  // namespace hearth::test

@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "hearth/model.h"
+#include "hearth/session.h"
 
 namespace hearth::test {
 
@@ -39,6 +43,11 @@ struct CommandResult {
 CommandResult run_hearth(const std::vector<std::string>& args);
 
 int count_lines(const std::string& s);
+
+// Greedy generation through the library API: the argmax of the logits, up to n tokens after BOS
+// (stopping at an end-of-generation token).
+std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
+                                const SessionOptions& options);
 
 // The CLI's error contract: exit code 1, exactly one line on stderr containing "error" and
 // `needle`, nothing on stdout.

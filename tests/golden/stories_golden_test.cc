@@ -21,20 +21,8 @@ std::vector<int32_t> read_ids(const std::string& path) {
   return ids;
 }
 
-// Greedy generation through the library API: argmax of the logits, n tokens after BOS.
 std::vector<int32_t> greedy(const std::string& model_path, int n, const SessionOptions& options) {
-  const auto model = Model::load(model_path);
-  Session session(model, options);
-  std::vector<int32_t> out;
-  const int32_t bos = model->bos();
-  auto logits = session.eval({&bos, 1});
-  for (int i = 0; i < n; ++i) {
-    const auto next = static_cast<int32_t>(argmax(logits.data(), static_cast<int64_t>(logits.size())));
-    if (model->is_eog(next)) break;
-    out.push_back(next);
-    logits = session.eval({&next, 1});
-  }
-  return out;
+  return test::greedy_ids(Model::load(model_path), n, options);
 }
 
 struct Golden {

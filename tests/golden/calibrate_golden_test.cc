@@ -1,0 +1,89 @@
+// Calibration on the real models of ../shared (issue 4's must-show, on a subset of the text so the
+// suite stays fast; docs/benchmarks.md has the full-text figures): predictors for the ReGLU
+// stories260K-relu reach recall 0.95 per layer on the eval text and keep perplexity within 2% and
+// greedy text within 95% of dense; thresholds for the SwiGLU stories260K at 40% and 50% sparsity
+// keep perplexity within 3% and 6%. Calibrated on tinystories-calib.txt, measured on
+// tinystories-eval.txt.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "calib/calibrate.h"
+#include "common/test_util.h"
+#include "hearth/model.h"
+#include "hearth/session.h"
+
+namespace hearth {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HEARTH_SKIP_UNDER_SANITIZERS() GTEST_SKIP() << "minutes under ASan; run in the plain build"
+#else
+#define HEARTH_SKIP_UNDER_SANITIZERS()
+#endif
+
+calib::CalibrateOptions options(const std::string& shared) {
+  calib::CalibrateOptions o;
+  o.text = test::read_file(shared + "/data/tinystories-calib.txt");
+  o.heldout_text = test::read_file(shared + "/data/tinystories-eval.txt");
+  o.max_tokens = 150000;
+  o.max_samples = 16384;
+  o.epochs = 12;
+  o.n_threads = 2;
+  return o;
+}
+
+double perplexity(const std::string& model, const std::string& shared, const std::string& mode) {
+  const auto r = test::run_hearth({"perplexity", "-m", model, "-f",
+                                   shared + "/data/tinystories-eval.txt", "-c", "256", "--chunks",
+                                   "100", "-t", "2", "--sparse", mode});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.rfind("PPL = ");
+  return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 6));
+}
+
+TEST(CalibrateGolden, StoriesReluPredictors) {
+  HEARTH_SKIP_UNDER_SANITIZERS();
+  HEARTH_REQUIRE_SHARED(shared);
+  const auto model = Model::load(shared + "/models/stories260K-relu.gguf");
+  const calib::CalibrationResult r = calib::calibrate(model, options(shared));
+  for (size_t il = 0; il < r.report.layers.size(); ++il) {
+    EXPECT_GE(r.report.layers[il].recall, 0.95) << "layer " << il;
+    EXPECT_GT(r.report.layers[il].predicted_sparsity, 0.7) << "layer " << il;
+  }
+  const std::string out = test::temp_dir() + "/relu-calibrated.gguf";
+  calib::write_calibrated_model(*model, r, out);
+  const double dense = perplexity(out, shared, "dense");
+  const double pred = perplexity(out, shared, "predictor");
+  EXPECT_LT(pred, dense * 1.02) << "dense " << dense;
+
+  const auto cal = Model::load(out);
+  SessionOptions d, p;
+  d.sparse = SparseMode::Dense;
+  p.sparse = SparseMode::Predictor;
+  const auto a = test::greedy_ids(cal, 200, d), b = test::greedy_ids(cal, 200, p);
+  size_t same = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) same += a[i] == b[i];
+  EXPECT_GE(same, 190u) << "of " << a.size() << " greedy tokens";
+}
+
+TEST(CalibrateGolden, StoriesSwiGluThresholds) {
+  HEARTH_SKIP_UNDER_SANITIZERS();
+  HEARTH_REQUIRE_SHARED(shared);
+  const auto model = Model::load(shared + "/models/stories260K.gguf");
+  const std::string dense_path = shared + "/models/stories260K.gguf";
+  const double dense = perplexity(dense_path, shared, "dense");
+  for (const auto& [sparsity, bound] : {std::pair{0.4, 1.03}, std::pair{0.5, 1.06}}) {
+    calib::CalibrateOptions o = options(shared);
+    o.max_tokens = 60000;
+    o.sparsity = sparsity;
+    const calib::CalibrationResult r = calib::calibrate(model, o);
+    for (const auto& l : r.report.layers) EXPECT_NEAR(l.true_sparsity, sparsity, 0.02);
+    const std::string out = test::temp_dir() + "/swiglu.gguf";
+    calib::write_calibrated_model(*model, r, out);
+    EXPECT_LT(perplexity(out, shared, "threshold"), dense * bound) << "sparsity " << sparsity;
+  }
+}
+
+}  // namespace
+}  // namespace hearth
