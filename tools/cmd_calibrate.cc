@@ -126,6 +126,8 @@ int cmd_calibrate(int argc, char** argv) {
         std::printf("layer %zu: width %lld, recall %.4f, precision %.4f, predicted sparsity %.4f, "
                     "true sparsity %.4f\n", il, static_cast<long long>(l.predictor_rank), l.recall,
                     l.precision, l.predicted_sparsity, l.true_sparsity);
+      } else if (r.kind == calib::CalibKind::ProfileOnly) {
+        std::printf("layer %zu: sparsity %.4f on the calibration tokens\n", il, l.true_sparsity);
       } else {
         std::printf("layer %zu: gate threshold %.6g, down threshold %.6g, held-out sparsity %.4f\n",
                     il, r.gate_thresholds.empty() ? 0.0 : r.gate_thresholds[il],

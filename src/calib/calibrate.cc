@@ -178,6 +178,7 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
   to.epochs = o.epochs;
   to.seed = o.seed;
   to.n_threads = o.n_threads;
+  const auto start = Clock::now();
   for (int64_t il = 0; il < c.n_layer; ++il) {
     auto last = Clock::now();
     sparse::TrainedPredictor p = sparse::train_predictor(
@@ -205,7 +206,10 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
     r.report.layers.push_back(std::move(lr));
     say(o, cat("layer ", il + 1, "/", c.n_layer, ": width ", p.rank, ", threshold ", p.threshold,
                ", held-out recall ", q.recall, ", precision ", q.precision,
-               ", predicted sparsity ", q.predicted_sparsity, " (true ", q.true_sparsity, ")"));
+               ", predicted sparsity ", q.predicted_sparsity, " (true ", q.true_sparsity, "), ",
+               static_cast<int64_t>(std::chrono::duration<double>(Clock::now() - start).count() /
+                                    static_cast<double>(il + 1) * static_cast<double>(c.n_layer - il - 1)),
+               " s left"));
     r.predictors.push_back(LayerPredictor{p.rank, std::move(p.fc1), std::move(p.fc2), p.threshold});
   }
   r.report.tokens = static_cast<int64_t>(train.tokens());
