@@ -52,6 +52,34 @@ void check_writable_dir(const std::string& out) {
   }
 }
 
+// Writes what a run made (the model, the report) and prints the per-layer results.
+int finish(const Model& model, const calib::CalibrationResult& r, const std::string& out_path,
+           const std::string& report_dir) {
+  if (!out_path.empty()) {
+    calib::write_calibrated_model(model, r, out_path);
+    std::printf("wrote %s\n", out_path.c_str());
+  }
+  if (!report_dir.empty()) {
+    sparse::write_calib_report(r.report, report_dir);
+    std::printf("report: %s/index.html\n", report_dir.c_str());
+  }
+  for (size_t il = 0; il < r.report.layers.size(); ++il) {
+    const auto& l = r.report.layers[il];
+    if (l.predictor_rank > 0) {
+      std::printf("layer %zu: width %lld, recall %.4f, precision %.4f, predicted sparsity %.4f, "
+                  "true sparsity %.4f\n", il, static_cast<long long>(l.predictor_rank), l.recall,
+                  l.precision, l.predicted_sparsity, l.true_sparsity);
+    } else if (r.kind == calib::CalibKind::ProfileOnly) {
+      std::printf("layer %zu: sparsity %.4f on the calibration tokens\n", il, l.true_sparsity);
+    } else {
+      std::printf("layer %zu: gate threshold %.6g, down threshold %.6g, held-out sparsity %.4f\n",
+                  il, r.gate_thresholds.empty() ? 0.0 : r.gate_thresholds[il],
+                  std::isnan(l.threshold) ? 0.0 : l.threshold, l.true_sparsity);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -87,12 +115,23 @@ int cmd_calibrate(int argc, char** argv) {
   app.add_option("--seed", o.seed, "random seed (training is deterministic for a seed)")
       ->capture_default_str();
   app.add_option("--stage", stage,
-                 "all: profile, then predictors or thresholds; profile: activation statistics only")
-      ->check(CLI::IsMember({"all", "profile"}))->capture_default_str();
+                 "all: profile, then predictors or thresholds; profile: activation statistics "
+                 "and training samples only; train: predictors from a --stage profile file (-m)")
+      ->check(CLI::IsMember({"all", "profile", "train"}))->capture_default_str();
   app.add_option("--report", report_dir, "also write an HTML report into this directory");
   app.add_option("-t,--threads", n_threads, "threads (default: all)");
   app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
   return run_app(app, argc, argv, [&] {
+    o.ranks = parse_ranks(rank);
+    o.n_threads = n_threads > 0 ? n_threads : default_threads();
+    o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    if (stage == "train") {
+      if (!text_file.empty()) fail("--stage train reads its samples from -m (a --stage profile file), not -f");
+      if (out_path.empty()) fail("--stage train needs -o OUT.gguf");
+      check_writable_dir(out_path);
+      const auto profile = Model::load(model_path, !no_mmap);
+      return finish(*profile, calib::train_from_profile(profile, o), out_path, report_dir);
+    }
     if (text_file.empty()) {
       // Report of an already calibrated model.
       if (report_dir.empty()) fail("give a calibration text (-f FILE), or --report DIR for a calibrated model");
@@ -106,35 +145,9 @@ int cmd_calibrate(int argc, char** argv) {
     if (!out_path.empty()) check_writable_dir(out_path);
     o.text = read_text_file(text_file, "calibration text");
     if (!heldout_file.empty()) o.heldout_text = read_text_file(heldout_file, "held-out text");
-    o.ranks = parse_ranks(rank);
-    o.n_threads = n_threads > 0 ? n_threads : default_threads();
     if (stage == "profile") o.kind = calib::CalibKind::ProfileOnly;
-    o.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     const auto model = Model::load(model_path, !no_mmap);
-    const calib::CalibrationResult r = calib::calibrate(model, o);
-    if (!out_path.empty()) {
-      calib::write_calibrated_model(*model, r, out_path);
-      std::printf("wrote %s\n", out_path.c_str());
-    }
-    if (!report_dir.empty()) {
-      sparse::write_calib_report(r.report, report_dir);
-      std::printf("report: %s/index.html\n", report_dir.c_str());
-    }
-    for (size_t il = 0; il < r.report.layers.size(); ++il) {
-      const auto& l = r.report.layers[il];
-      if (l.predictor_rank > 0) {
-        std::printf("layer %zu: width %lld, recall %.4f, precision %.4f, predicted sparsity %.4f, "
-                    "true sparsity %.4f\n", il, static_cast<long long>(l.predictor_rank), l.recall,
-                    l.precision, l.predicted_sparsity, l.true_sparsity);
-      } else if (r.kind == calib::CalibKind::ProfileOnly) {
-        std::printf("layer %zu: sparsity %.4f on the calibration tokens\n", il, l.true_sparsity);
-      } else {
-        std::printf("layer %zu: gate threshold %.6g, down threshold %.6g, held-out sparsity %.4f\n",
-                    il, r.gate_thresholds.empty() ? 0.0 : r.gate_thresholds[il],
-                    std::isnan(l.threshold) ? 0.0 : l.threshold, l.true_sparsity);
-      }
-    }
-    return 0;
+    return finish(*model, calib::calibrate(model, o), out_path, report_dir);
   });
 }
 

@@ -32,7 +32,10 @@ bool replaced_tensor(const std::string& name, bool new_predictors) {
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (name.rfind("blk.", 0) != 0) return false;
-  if (ends(".ffn_act_freq")) return true;
+  if (ends(".ffn_act_freq") || ends(".calib_x") || ends(".calib_fired") || ends(".heldout_x") ||
+      ends(".heldout_fired")) {
+    return true;
+  }
   return new_predictors && (ends(".fc1.weight") || ends(".fc2.weight"));
 }
 
@@ -51,6 +54,43 @@ struct F16Store {
     return b.data();
   }
 };
+
+constexpr uint32_t kI8 = 24;  // ggml's GGML_TYPE_I8
+
+// The samples of one layer as two tensors: x [S, n_embd] F32 (kept exact, so training from a
+// saved profile gives the bits of a one-shot run) and the fired mask [S, n_ff] I8.
+void add_samples(gguf::GgufWriter& w, int64_t il, const char* name,
+                 const sparse::PredictorSamples& s) {
+  const int64_t n = s.size();
+  const int64_t ne_x[2] = {s.n_embd, n}, ne_f[2] = {s.n_ff, n};
+  w.add_tensor(blk(il, (std::string(name) + "_x").c_str()), static_cast<uint32_t>(DType::F32),
+               ne_x, s.x.data(), s.x.size() * sizeof(float));
+  w.add_tensor(blk(il, (std::string(name) + "_fired").c_str()), kI8, ne_f, s.fired.data(),
+               s.fired.size());
+}
+
+sparse::PredictorSamples read_samples(const gguf::GgufFile& f, const ModelConfig& c, int64_t il,
+                                      const char* name) {
+  const std::string xn = blk(il, (std::string(name) + "_x").c_str());
+  const std::string fn = blk(il, (std::string(name) + "_fired").c_str());
+  const gguf::TensorInfo* x = f.find_tensor(xn);
+  const gguf::TensorInfo* fired = f.find_tensor(fn);
+  if (!x || !fired) fail(f.path(), ": no saved profile (", xn, "); make one with --stage profile");
+  if (x->type != static_cast<uint32_t>(DType::F32) || fired->type != kI8 || x->ne[0] != c.n_embd ||
+      fired->ne[0] != c.n_ff || x->ne[1] != fired->ne[1]) {
+    fail(f.path(), ": ", xn, " / ", fn, " do not have the shapes of a saved profile");
+  }
+  sparse::PredictorSamples s;
+  s.n_embd = c.n_embd;
+  s.n_ff = c.n_ff;
+  const auto* xp = reinterpret_cast<const float*>(x->data);
+  s.x.assign(xp, xp + x->n_elements());
+  s.fired.assign(fired->data, fired->data + fired->n_elements());
+  for (const uint8_t v : s.fired) {
+    if (v > 1) fail(f.path(), ": ", fn, " holds values other than 0 and 1");
+  }
+  return s;
+}
 
 std::vector<float> read_array(const gguf::GgufFile& f, const std::string& key, size_t n) {
   auto v = f.get_float_array(key);
@@ -97,6 +137,11 @@ void write_calibrated_model(const Model& model, const CalibrationResult& r, cons
     const int64_t ne[1] = {c.n_ff};
     w.add_tensor(blk(il, "ffn_act_freq"), static_cast<uint32_t>(DType::F32), ne, freq.data(),
                  freq.size() * sizeof(float));
+  }
+
+  for (size_t il = 0; il < r.profile.train.size(); ++il) {
+    add_samples(w, static_cast<int64_t>(il), "calib", r.profile.train[il]);
+    add_samples(w, static_cast<int64_t>(il), "heldout", r.profile.heldout[il]);
   }
 
   F16Store store;
@@ -154,6 +199,27 @@ sparse::CalibReport read_calib_report(const Model& model) {
     r.layers.push_back(std::move(l));
   }
   return r;
+}
+
+ProfileData read_profile(const Model& model) {
+  const gguf::GgufFile& f = *model.impl().file;
+  const ModelConfig& c = model.config();
+  const sparse::CalibReport rep = read_calib_report(model);
+  if (rep.kind != "profile") {
+    fail(f.path(), ": not a saved profile (calibration kind '", rep.kind,
+         "'); make one with --stage profile");
+  }
+  ProfileData d;
+  d.tokens = rep.tokens;
+  d.heldout_tokens = f.get_int(std::string(kStatsPrefix) + "heldout_tokens").value_or(0);
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const auto& l = rep.layers[static_cast<size_t>(il)];
+    d.freq.push_back(l.freq);
+    d.sparsity.push_back(l.true_sparsity);
+    d.train.push_back(read_samples(f, c, il, "calib"));
+    d.heldout.push_back(read_samples(f, c, il, "heldout"));
+  }
+  return d;
 }
 
 }  // namespace hearth::calib

@@ -156,8 +156,9 @@ sparse::ProfileOptions profile_options(const ModelConfig& c) {
   return p;
 }
 
-void train_predictors(const std::shared_ptr<const Model>& model, const TokenSplit& split,
-                      const CalibrateOptions& o, CalibrationResult& r) {
+// What predictor training needs, from a dense pass over the calibration and held-out tokens.
+ProfileData profile_for_predictors(const std::shared_ptr<const Model>& model,
+                                   const TokenSplit& split, const CalibrateOptions& o) {
   const ModelConfig& c = model->config();
   sparse::ProfileOptions po = profile_options(c);
   po.max_samples = sample_budget(c, o);
@@ -167,6 +168,21 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
   po.max_samples = static_cast<int64_t>(split.heldout.size()) + 1;
   sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);
   profile_tokens(model, split.heldout, held, o, "held-out");
+  ProfileData d;
+  d.tokens = static_cast<int64_t>(train.tokens());
+  d.heldout_tokens = static_cast<int64_t>(held.tokens());
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    d.freq.push_back(train.frequencies(il));
+    d.sparsity.push_back(train.sparsity(il));
+    d.train.push_back(train.samples(il));
+    d.heldout.push_back(held.samples(il));
+  }
+  return d;
+}
+
+void train_predictors(const std::shared_ptr<const Model>& model, const ProfileData& d,
+                      const CalibrateOptions& o, CalibrationResult& r) {
+  const ModelConfig& c = model->config();
 
   sparse::PredictorTrainOptions to;
   to.ranks = o.ranks.empty() ? default_ranks(c.n_embd) : o.ranks;
@@ -182,7 +198,7 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
   for (int64_t il = 0; il < c.n_layer; ++il) {
     auto last = Clock::now();
     sparse::TrainedPredictor p = sparse::train_predictor(
-        train.samples(il), to, [&](int64_t rank, int epoch, int epochs, float loss) {
+        d.train[static_cast<size_t>(il)], to, [&](int64_t rank, int epoch, int epochs, float loss) {
           const auto now = Clock::now();
           if (epoch == epochs || now - last > std::chrono::seconds(2)) {
             last = now;
@@ -193,9 +209,10 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
     // The file stores the predictor in f16; measure what the runtime will compute.
     for (float& v : p.fc1) v = round_f16(v);
     for (float& v : p.fc2) v = round_f16(v);
-    const sparse::PredictorQuality q = sparse::evaluate_predictor(p, held.samples(il));
+    const sparse::PredictorQuality q =
+        sparse::evaluate_predictor(p, d.heldout[static_cast<size_t>(il)]);
     sparse::CalibLayerReport lr;
-    lr.freq = train.frequencies(il);
+    lr.freq = d.freq[static_cast<size_t>(il)];
     lr.recall = q.recall;
     lr.precision = q.precision;
     lr.predicted_sparsity = q.predicted_sparsity;
@@ -212,8 +229,9 @@ void train_predictors(const std::shared_ptr<const Model>& model, const TokenSpli
                " s left"));
     r.predictors.push_back(LayerPredictor{p.rank, std::move(p.fc1), std::move(p.fc2), p.threshold});
   }
-  r.report.tokens = static_cast<int64_t>(train.tokens());
+  r.report.tokens = d.tokens;
   r.report.target = o.target_recall;
+  r.heldout_tokens = d.heldout_tokens;
 }
 
 // Two stages per layer (SparseMode::Threshold): neurons whose |act(gate)| is small skip up and
@@ -261,18 +279,18 @@ void choose_thresholds(const std::shared_ptr<const Model>& model, const TokenSpl
   r.report.target = o.sparsity;
 }
 
+// --stage profile: the statistics, plus the samples a later --stage train needs.
 void profile_only(const std::shared_ptr<const Model>& model, const TokenSplit& split,
                   const CalibrateOptions& o, CalibrationResult& r) {
-  const ModelConfig& c = model->config();
-  sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, profile_options(c));
-  profile_tokens(model, split.train, train, o, "profile");
-  for (int64_t il = 0; il < c.n_layer; ++il) {
+  r.profile = profile_for_predictors(model, split, o);
+  for (size_t il = 0; il < r.profile.freq.size(); ++il) {
     sparse::CalibLayerReport lr;
-    lr.freq = train.frequencies(il);
-    lr.true_sparsity = train.sparsity(il);
+    lr.freq = r.profile.freq[il];
+    lr.true_sparsity = r.profile.sparsity[il];
     r.report.layers.push_back(std::move(lr));
   }
-  r.report.tokens = static_cast<int64_t>(train.tokens());
+  r.report.tokens = r.profile.tokens;
+  r.heldout_tokens = r.profile.heldout_tokens;
 }
 
 }  // namespace
@@ -288,12 +306,20 @@ std::vector<int64_t> default_ranks(int64_t n_embd) {
   return r;
 }
 
-CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o) {
+namespace {
+
+void check_options(const CalibrateOptions& o) {
   if (o.n_threads < 1) fail("the thread count must be at least 1");
   if (!(o.target_recall > 0 && o.target_recall <= 1)) {
     fail("--target-recall must be in (0, 1] (got ", o.target_recall, ")");
   }
   if (o.epochs < 1) fail("--epochs must be at least 1");
+}
+
+}  // namespace
+
+CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o) {
+  check_options(o);
   CalibrationResult r;
   r.kind = resolve_kind(*model, o);
   const TokenSplit split = split_tokens(*model, o);
@@ -305,7 +331,7 @@ CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const Cal
   switch (r.kind) {
     case CalibKind::Predictors:
       r.report.kind = "predictors";
-      train_predictors(model, split, o, r);
+      train_predictors(model, profile_for_predictors(model, split, o), o, r);
       break;
     case CalibKind::Thresholds:
       r.report.kind = "thresholds";
@@ -315,6 +341,21 @@ CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const Cal
       r.report.kind = "profile";
       profile_only(model, split, o, r);
   }
+  return r;
+}
+
+CalibrationResult train_from_profile(const std::shared_ptr<const Model>& profile,
+                                     const CalibrateOptions& o) {
+  check_options(o);
+  CalibrationResult r;
+  r.kind = CalibKind::Predictors;
+  r.report.kind = "predictors";
+  const std::string& path = profile->path();
+  r.report.model = path.substr(path.find_last_of('/') + 1);
+  const ProfileData d = read_profile(*profile);
+  say(o, cat("training on the profile in ", r.report.model, " (", d.tokens, " tokens, ",
+             d.heldout_tokens, " held out)"));
+  train_predictors(profile, d, o, r);
   return r;
 }
 

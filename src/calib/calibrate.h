@@ -18,6 +18,7 @@
 
 namespace hearth::calib {
 
+// ProfileOnly: activation statistics, plus the predictor samples (--stage profile).
 enum class CalibKind { Auto, Predictors, Thresholds, ProfileOnly };
 
 struct CalibrateOptions {
@@ -51,18 +52,36 @@ struct LayerPredictor {
   float threshold = 0;
 };
 
+// A profile for predictor training, per layer: firing frequencies and sparsity on the calibration
+// tokens, reservoir-sampled (input, fired) pairs from them, and the held-out tokens' pairs.
+struct ProfileData {
+  int64_t tokens = 0, heldout_tokens = 0;
+  std::vector<std::vector<float>> freq;  // [n_layer][n_ff]
+  std::vector<double> sparsity;          // [n_layer]
+  std::vector<sparse::PredictorSamples> train, heldout;
+};
+
 struct CalibrationResult {
   CalibKind kind = CalibKind::Predictors;
   sparse::CalibReport report;               // per layer: frequencies, quality, thresholds
   std::vector<LayerPredictor> predictors;   // Predictors: one per layer
   std::vector<float> gate_thresholds;       // Thresholds: one per layer
   std::vector<float> down_thresholds;       // Thresholds: one per layer
+  ProfileData profile;                      // ProfileOnly: saved with the file for --stage train
   int64_t heldout_tokens = 0;
 };
 
 // Runs the whole pipeline on a loaded model. Throws hearth::Error on bad input (a text that is
 // not UTF-8 or too short for the windows, a kind the model cannot take, bad options).
 CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o);
+
+// --stage train: predictors from the profile a ProfileOnly run saved in `profile` (a calibrated
+// file: the model plus the samples), without profiling again. Same result as one calibrate().
+CalibrationResult train_from_profile(const std::shared_ptr<const Model>& profile,
+                                     const CalibrateOptions& o);
+
+// The profile saved in a --stage profile file; throws when the file has none.
+ProfileData read_profile(const Model& model);
 
 // Writes `out`: the model's metadata and tensors, plus what calibration made (predictors or
 // thresholds, activation statistics; docs/formats.md). Written to a temporary file and renamed,

@@ -129,6 +129,39 @@ TEST(Calibrate, DeterministicForASeed) {
   }
 }
 
+TEST(Calibrate, StagesRunAloneAndMatchOneRun) {
+  // --stage profile saves the statistics and samples; --stage train trains from them later.
+  const std::string path = synth_model(FfnActivation::Relu);
+  const auto model = Model::load(path);
+  calib::CalibrateOptions o = options();
+  o.ranks = {16};
+  o.epochs = 3;
+  const auto whole = calib::calibrate(model, o);
+
+  calib::CalibrateOptions po = o;
+  po.kind = calib::CalibKind::ProfileOnly;
+  const auto prof = calib::calibrate(model, po);
+  EXPECT_TRUE(prof.predictors.empty());
+  const std::string saved = test::temp_dir() + "/profile.gguf";
+  calib::write_calibrated_model(*model, prof, saved);
+  const auto profile = Model::load(saved);
+  EXPECT_EQ(calib::read_calib_report(*profile).kind, "profile");
+  const auto staged = calib::train_from_profile(profile, o);
+  ASSERT_EQ(staged.predictors.size(), whole.predictors.size());
+  for (size_t i = 0; i < whole.predictors.size(); ++i) {
+    EXPECT_EQ(staged.predictors[i].fc1, whole.predictors[i].fc1);
+    EXPECT_EQ(staged.predictors[i].threshold, whole.predictors[i].threshold);
+    EXPECT_EQ(staged.report.layers[i].recall, whole.report.layers[i].recall);
+  }
+  // The trained file drops the samples; training needs a profile file.
+  const std::string out = test::temp_dir() + "/staged.gguf";
+  calib::write_calibrated_model(*profile, staged, out);
+  const auto trained = Model::load(out);
+  EXPECT_TRUE(trained->has_predictors());
+  EXPECT_THROW(calib::read_profile(*trained), Error);
+  EXPECT_THROW(calib::train_from_profile(model, o), Error);  // not calibrated at all
+}
+
 TEST(Calibrate, ThresholdsReachTheRequestedSparsity) {
   const std::string path = synth_model(FfnActivation::Silu);
   const auto model = Model::load(path);
@@ -258,6 +291,9 @@ TEST(Calibrate, CliWritesModelAndReportAndFailsCleanly) {
       "--predictor-rank");
   test::expect_clean_error(test::run_hearth({"calibrate", "-m", model, "--report", dir + "/r2"}),
                            "not a calibrated model");
+  test::expect_clean_error(
+      test::run_hearth({"calibrate", "-m", out, "--stage", "train", "-o", dir + "/t.gguf"}),
+      "not a saved profile");
   // An output that cannot be written fails before the work starts.
   test::expect_clean_error(
       test::run_hearth({"calibrate", "-m", model, "-f", dir + "/calib.txt", "-o",
