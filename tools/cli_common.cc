@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -83,6 +84,33 @@ std::vector<SparseMode> SessionFlags::sparse_modes() const {
   for (const auto& s : sparse) modes.push_back(parse_sparse_mode(s));
   if (modes.empty()) modes.push_back(SparseMode::Auto);
   return modes;
+}
+
+void SamplingFlags::add_to(CLI::App& app) {
+  SamplerParams& sp = params;
+  app.add_option("--temp", sp.temp, "temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", sp.top_k, "top-k sampling (0 = off)")->capture_default_str();
+  app.add_option("--top-p", sp.top_p, "top-p sampling (1 = off)")->capture_default_str();
+  app.add_option("--min-p", sp.min_p, "min-p sampling (0 = off)")->capture_default_str();
+  app.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  app.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the repetition penalty looks back")->capture_default_str();
+  app.add_option("--seed", seed, "random seed (-1 = random)")->capture_default_str();
+}
+
+SamplerParams SamplingFlags::resolve() const {
+  SamplerParams sp = params;
+  sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+  validate(sp);
+  return sp;
+}
+
+void print_load_info(const std::string& model_path, const Model& model, const Session& session,
+                     double load_seconds) {
+  const ModelConfig& c = model.config();
+  std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads, sparse %s (%.2f s)\n",
+               model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
+               (long long)c.n_ff, model.file_bytes() / 1048576.0, session.n_ctx(),
+               session.n_threads(), to_string(session.sparse_mode()).c_str(), load_seconds);
 }
 
 std::string read_text_file(const std::string& path, const char* what) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hearth/sampling.h"
 #include "hearth/session.h"
 
 namespace hearth::cli {
@@ -38,6 +39,21 @@ struct SessionFlags {
   // Every --sparse mode in the order given ({Auto} when none was).
   std::vector<SparseMode> sparse_modes() const;
 };
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed (run, chat).
+struct SamplingFlags {
+  SamplerParams params;
+  int64_t seed = -1;  // -1: a fresh random seed on every run
+
+  void add_to(CLI::App& app);
+  // The parameters with the seed drawn when it is -1; Error when one is out of range.
+  SamplerParams resolve() const;
+};
+
+// The stderr line that says what was loaded: architecture, sizes, context, threads, sparse mode
+// and the load time.
+void print_load_info(const std::string& model_path, const Model& model, const Session& session,
+                     double load_seconds);
 
 // The whole file (binary-safe); `what` names it in the error ("text file", "prompt file").
 std::string read_text_file(const std::string& path, const char* what);

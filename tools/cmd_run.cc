@@ -2,7 +2,6 @@
 // everything else (load info, timings) goes to stderr, so the output can be piped.
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -32,25 +31,17 @@ int cmd_run(int argc, char** argv) {
   CLI::App app("Generate text that continues a prompt", "run");
   std::string model_path, prompt, prompt_file;
   int32_t n_predict = 128;
-  int64_t seed = -1;
-  SamplerParams sp;
+  SamplingFlags smp;
   SessionFlags sf;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", n_predict, "tokens to generate (-1 = until the context is full)")
       ->check(CLI::Range(-1, 1 << 30))->capture_default_str();
-  app.add_option("--temp", sp.temp, "temperature (0 = greedy)")->capture_default_str();
-  app.add_option("--top-k", sp.top_k, "top-k sampling (0 = off)")->capture_default_str();
-  app.add_option("--top-p", sp.top_p, "top-p sampling (1 = off)")->capture_default_str();
-  app.add_option("--min-p", sp.min_p, "min-p sampling (0 = off)")->capture_default_str();
-  app.add_option("--repeat-penalty", sp.repeat_penalty, "repetition penalty (1 = off)")->capture_default_str();
-  app.add_option("--repeat-last-n", sp.repeat_last_n, "tokens the repetition penalty looks back")->capture_default_str();
-  app.add_option("--seed", seed, "random seed (-1 = random)")->capture_default_str();
+  smp.add_to(app);
   sf.add_to(app);
   return run_app(app, argc, argv, [&] {
-    sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
-    validate(sp);
+    const SamplerParams sp = smp.resolve();
     const std::string text = read_prompt(prompt, prompt_file);
 
     const auto t_load = Clock::now();
@@ -62,12 +53,8 @@ int cmd_run(int argc, char** argv) {
       fail("the prompt is ", tokens.size(), " tokens, which does not fit in the context of ",
            session.n_ctx(), " tokens (raise -c)");
     }
+    print_load_info(model_path, *model, session, seconds_since(t_load));
     const ModelConfig& c = model->config();
-    std::fprintf(stderr, "hearth: %s: %s, %lld layers, n_embd %lld, n_ff %lld, %.1f MiB; ctx %d, %d threads, sparse %s (%.2f s)\n",
-                 model_path.c_str(), c.arch.c_str(), (long long)c.n_layer, (long long)c.n_embd,
-                 (long long)c.n_ff, model->file_bytes() / 1048576.0, session.n_ctx(),
-                 session.n_threads(), to_string(session.sparse_mode()).c_str(),
-                 seconds_since(t_load));
 
     write_out(text);
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +49,10 @@ class Model {
   // True when the tokenizer prepends a space to the text (SentencePiece dummy prefix); the first
   // piece generated after BOS then carries a leading space that is not part of the text.
   bool adds_space_prefix() const;
+
+  // The Jinja chat template the file carries (tokenizer.chat_template), if any; Error when the key
+  // holds something other than a string.
+  std::optional<std::string> chat_template() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

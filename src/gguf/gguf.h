@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -132,6 +133,12 @@ class GgufWriter {
   // ne in ggml order (ne[0] contiguous). nbytes must match the type's geometry.
   void add_tensor(const std::string& name, uint32_t ggml_type, std::span<const int64_t> ne,
                   const void* data, uint64_t nbytes);
+  // Like add_tensor, but the data is made during write(): `fill` gets a buffer of nbytes to fill,
+  // once, in tensor order. A converter (hearth quantize) then holds one converted tensor in memory
+  // at a time instead of all of them. An exception from `fill` aborts write() (no file is left).
+  using TensorFill = std::function<void(uint8_t* dst)>;
+  void add_tensor_lazy(const std::string& name, uint32_t ggml_type, std::span<const int64_t> ne,
+                       uint64_t nbytes, TensorFill fill);
 
   // Default 32; written as general.alignment if not 32. Setting general.alignment as a u32 (by
   // set_u32 or copy_value) comes here too; any other type for that key is an error.
@@ -144,12 +151,16 @@ class GgufWriter {
  private:
   // Adds or replaces (keeping its position) a key with its encoded type and value.
   void put(const std::string& key, std::vector<uint8_t> encoded);
+  // Checks name, shape and size, then appends the tensor.
+  void push_tensor(const std::string& name, uint32_t ggml_type, std::span<const int64_t> ne,
+                   const void* data, uint64_t nbytes, TensorFill fill);
   struct Tensor {
     std::string name;
     uint32_t type;
     std::vector<int64_t> ne;
-    const void* data;
+    const void* data;  // null when `fill` makes the data
     uint64_t nbytes;
+    TensorFill fill;
   };
   std::vector<std::pair<std::string, std::vector<uint8_t>>> kv_;  // key -> encoded (type + value)
   std::vector<Tensor> tensors_;

@@ -266,6 +266,19 @@ void GgufWriter::set_alignment(uint64_t alignment) {
 
 void GgufWriter::add_tensor(const std::string& name, uint32_t ggml_type,
                             std::span<const int64_t> ne, const void* data, uint64_t nbytes) {
+  if (data == nullptr) fail("GgufWriter: tensor '", name, "': no data");
+  push_tensor(name, ggml_type, ne, data, nbytes, nullptr);
+}
+
+void GgufWriter::add_tensor_lazy(const std::string& name, uint32_t ggml_type,
+                                 std::span<const int64_t> ne, uint64_t nbytes, TensorFill fill) {
+  if (!fill) fail("GgufWriter: tensor '", name, "': no data");
+  push_tensor(name, ggml_type, ne, nullptr, nbytes, std::move(fill));
+}
+
+void GgufWriter::push_tensor(const std::string& name, uint32_t ggml_type,
+                             std::span<const int64_t> ne, const void* data, uint64_t nbytes,
+                             TensorFill fill) {
   if (name.empty()) fail("GgufWriter: tensor with an empty name");
   for (const auto& t : tensors_) {
     if (t.name == name) fail("GgufWriter: duplicate tensor name '", name, "'");
@@ -287,9 +300,8 @@ void GgufWriter::add_tensor(const std::string& name, uint32_t ggml_type,
     fail("GgufWriter: tensor '", name, "': ", nbytes, " bytes of data but its ",
          ggml_type_info(ggml_type)->name, " shape needs ", expected);
   }
-  if (data == nullptr) fail("GgufWriter: tensor '", name, "': no data");
   tensors_.push_back(Tensor{name, ggml_type, std::vector<int64_t>(ne.begin(), ne.end()), data,
-                            nbytes});
+                            nbytes, std::move(fill)});
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -315,8 +327,15 @@ void GgufWriter::write(const std::string& path) const {
   TempFile out(path);
   out.write(head.data(), head.size());
   out.pad(padding(head.size(), alignment_));
+  std::vector<uint8_t> made;  // the current lazy tensor; reused, so it ends the largest one's size
   for (const auto& t : tensors_) {
-    out.write(t.data, t.nbytes);
+    const void* data = t.data;
+    if (t.fill) {
+      made.resize(t.nbytes);
+      t.fill(made.data());
+      data = made.data();
+    }
+    out.write(data, t.nbytes);
     out.pad(padding(t.nbytes, alignment_));
   }
   out.commit();

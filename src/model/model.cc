@@ -54,4 +54,10 @@ bool Model::is_eog(int32_t id) const { return impl_->tokenizer->is_eog(id); }
 bool Model::add_bos_default() const { return impl_->tokenizer->add_bos_default(); }
 bool Model::adds_space_prefix() const { return impl_->tokenizer->add_space_prefix(); }
 
+std::optional<std::string> Model::chat_template() const {
+  const auto t = impl_->file->get_string("tokenizer.chat_template");
+  if (!t) return std::nullopt;
+  return std::string(*t);
+}
+
 }  // namespace hearth

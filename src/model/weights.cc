@@ -49,17 +49,6 @@ const float* bind_vector(const gguf::TensorInfo& t, Weights& w) {
   }
 }
 
-using VisitFn = void (*)(const ModelConfig&, Weights&, const WeightVisitor&);
-
-VisitFn weight_list(ArchFamily family) {
-  switch (family) {
-    case ArchFamily::Llama: return visit_llama_weights;
-    case ArchFamily::Falcon: return visit_falcon_weights;
-    case ArchFamily::Opt: return visit_opt_weights;
-  }
-  return visit_llama_weights;
-}
-
 // Learned positions: the context the model can see is the table's rows past the offset.
 void check_positions(const std::string& path, const Weights& w, ModelConfig& config) {
   if (!w.pos_embd.present()) return;
@@ -73,6 +62,15 @@ void check_positions(const std::string& path, const Weights& w, ModelConfig& con
 
 }  // namespace
 
+void visit_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit) {
+  switch (arch_family(config)) {
+    case ArchFamily::Llama: return visit_llama_weights(config, weights, visit);
+    case ArchFamily::Falcon: return visit_falcon_weights(config, weights, visit);
+    case ArchFamily::Opt: return visit_opt_weights(config, weights, visit);
+  }
+  visit_llama_weights(config, weights, visit);
+}
+
 Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   // The vocabulary size is whatever the embedding table holds.
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
@@ -80,7 +78,7 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   config.n_vocab = embd->ne[1];
 
   Weights w;
-  weight_list(arch_family(config))(config, w, [&](const WeightSpec& spec) {
+  visit_weights(config, w, [&](const WeightSpec& spec) {
     const gguf::TensorInfo* t = file.find_tensor(spec.name);
     if (!t) {
       if (spec.required) fail(file.path(), ": missing tensor '", spec.name, "'");

@@ -93,6 +93,9 @@ using WeightVisitor = std::function<void(const WeightSpec&)>;
 void visit_llama_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit);
 void visit_falcon_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit);
 void visit_opt_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit);
+// The list of config's architecture (arch_family): for code that walks a model's tensors by role
+// without binding them (hearth quantize picks the matrices to convert with it).
+void visit_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit);
 
 // Binds every weight of the list to its tensor in the file, checking names, shapes and types, and
 // completes config.n_vocab / ffn_gated / tied_output (and, with learned positions, n_ctx_train)

@@ -1,6 +1,8 @@
 #include "common/test_util.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,9 +98,27 @@ std::string drain(int fd) {
 }
 }  // namespace
 
-CommandResult run_hearth(const std::vector<std::string>& args) {
-  int out_pipe[2], err_pipe[2];
+namespace {
+
+// Writes all of `data` to fd, then closes it. SIGPIPE is blocked in this thread only, so a child
+// that exits without reading its input makes write() fail instead of killing the test process.
+void feed(int fd, const std::string& data) {
+  sigset_t pipe_set;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
+  for (size_t done = 0; done < data.size();) {
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+}
+
+CommandResult run_hearth_impl(const std::vector<std::string>& args, const std::string* input) {
+  int in_pipe[2] = {-1, -1}, out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");
+  if (input && pipe(in_pipe) != 0) throw std::runtime_error("pipe failed");
   std::vector<std::string> argv_store = {HEARTH_BINARY};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -108,8 +128,14 @@ CommandResult run_hearth(const std::vector<std::string>& args) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
-    const int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
+    if (input) {
+      dup2(in_pipe[0], 0);
+      close(in_pipe[0]);
+      close(in_pipe[1]);
+    } else {
+      const int devnull = open("/dev/null", O_RDONLY);
+      dup2(devnull, 0);
+    }
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
     close(out_pipe[0]);
@@ -119,14 +145,30 @@ CommandResult run_hearth(const std::vector<std::string>& args) {
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
+  std::thread writer;
+  if (input) {
+    close(in_pipe[0]);
+    writer = std::thread(feed, in_pipe[1], *input);
+  }
   CommandResult r;
   std::thread err_reader([&] { r.err = drain(err_pipe[0]); });
   r.out = drain(out_pipe[0]);
   err_reader.join();
+  if (writer.joinable()) writer.join();
   int status = 0;
   waitpid(pid, &status, 0);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+}  // namespace
+
+CommandResult run_hearth(const std::vector<std::string>& args) {
+  return run_hearth_impl(args, nullptr);
+}
+
+CommandResult run_hearth_with_input(const std::vector<std::string>& args, const std::string& input) {
+  return run_hearth_impl(args, &input);
 }
 
 int count_lines(const std::string& s) {

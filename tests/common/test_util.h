@@ -39,8 +39,10 @@ struct CommandResult {
   std::string err;  // stderr
 };
 
-// Runs the built `hearth` binary with these arguments (no shell involved).
+// Runs the built `hearth` binary with these arguments (no shell involved); stdin is /dev/null.
 CommandResult run_hearth(const std::vector<std::string>& args);
+// The same with `input` written to its stdin, which is then closed (interactive commands).
+CommandResult run_hearth_with_input(const std::vector<std::string>& args, const std::string& input);
 
 int count_lines(const std::string& s);
 

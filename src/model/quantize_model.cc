@@ -1,0 +1,196 @@
+// hearth quantize's library part. Which tensors are "weight matrices" comes from the
+// architecture's weight list, so a tensor the model does not use as a matrix (activation
+// statistics, an unknown extra) is copied byte for byte rather than guessed at by name.
+#include "model/quantize_model.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <span>
+
+#include "core/error.h"
+#include "core/quantize.h"
+#include "gguf/gguf.h"
+#include "hearth/model.h"
+#include "model/config.h"
+#include "model/model_impl.h"
+#include "model/weights.h"
+
+namespace fs = std::filesystem;
+
+namespace hearth {
+namespace {
+
+constexpr uint32_t kQuantizationVersion = 2;  // ggml's current block layouts (GGML_QNT_VERSION)
+
+bool is_block_type(DType t) { return dtype_block_size(t) > 1; }
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_predictor(const std::string& name) {
+  return name.rfind("blk.", 0) == 0 && (ends_with(name, ".fc1.weight") || ends_with(name, ".fc2.weight"));
+}
+
+// Everything that can be wrong with the paths, found before any conversion work.
+void check_paths(const std::string& in, const std::string& out) {
+  if (out.empty()) fail("no output file given");
+  std::error_code ec;
+  if (in == out || fs::equivalent(in, out, ec)) {
+    fail("the output ", out, " is the input file; write to another path");
+  }
+  if (fs::is_directory(out, ec)) fail("cannot write ", out, ": it is a directory");
+  fs::path dir = fs::path(out).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::exists(dir, ec)) fail("cannot write ", out, ": directory ", dir.string(), " does not exist");
+  if (!fs::is_directory(dir, ec)) fail("cannot write ", out, ": ", dir.string(), " is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    fail("cannot write ", out, ": directory ", dir.string(), " is not writable (",
+         std::strerror(errno), ")");
+  }
+}
+
+// Names of the tensors the model binds as matrices, from its architecture's weight list.
+std::set<std::string> matrix_names(const gguf::GgufFile& file, const ModelConfig& config) {
+  std::set<std::string> names;
+  Weights scratch;  // bound only so that specs depending on earlier ones follow the file
+  visit_weights(config, scratch, [&](const WeightSpec& spec) {
+    const gguf::TensorInfo* t = file.find_tensor(spec.name);
+    if (t == nullptr) return;
+    if (spec.vector) {
+      *spec.vector = reinterpret_cast<const float*>(t->data);
+      return;
+    }
+    names.insert(spec.name);
+    *spec.matrix = Matrix{static_cast<DType>(t->type), t->data, t->n_dims >= 2 ? t->ne[1] : 1,
+                          t->ne[0]};
+  });
+  return names;
+}
+
+// What becomes of one tensor: kept (data borrowed from the input mapping) or converted.
+struct TensorPlan {
+  const gguf::TensorInfo* tensor = nullptr;
+  DType to = DType::F32;
+  bool convert = false;
+};
+
+TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bool is_output,
+                       const QuantizeOptions& options, QuantizeReport& report) {
+  TensorPlan p{&t, static_cast<DType>(t.type), false};
+  // llama.cpp leaves learned position tables alone too (they are added, not multiplied).
+  if (!is_matrix || t.name == "position_embd.weight") return p;
+  if (is_predictor(t.name) && !options.quantize_predictors) return p;
+  if (is_output && options.output_type) type = *options.output_type;
+  DType to = type;
+  if (t.ne[0] % dtype_block_size(type) != 0) {
+    // Such a row cannot hold whole blocks. A non-block input here is f32, f16 or bf16 (block
+    // inputs have whole blocks by construction): keep 16-bit ones as they are, narrow f32 to f16.
+    to = p.to == DType::BF16 || p.to == DType::F16 ? p.to : DType::F16;
+    report.fallbacks.push_back({t.name, t.ne[0], type, to});
+  }
+  p.convert = to != p.to;
+  p.to = to;
+  return p;
+}
+
+// Dequantizes each row to float and stores it in the target type.
+void convert_tensor(const gguf::TensorInfo& t, DType to, uint8_t* dst) {
+  const auto from = static_cast<DType>(t.type);
+  const int64_t n = t.ne[0];
+  const int64_t rows = t.n_elements() / n;
+  const int64_t in_row = row_bytes(from, n), out_row = row_bytes(to, n);
+  std::vector<float> row(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(from, t.data + r * in_row, row.data(), n);
+    quantize_row(to, row.data(), dst + r * out_row, n);
+  }
+}
+
+}  // namespace
+
+bool is_quantize_target(DType type) { return is_supported_dtype(static_cast<uint32_t>(type)); }
+
+uint32_t llama_file_type(DType type) {
+  switch (type) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q8_0: return 7;
+    case DType::BF16: return 32;
+  }
+  fail("no llama.cpp file type for dtype ", static_cast<uint32_t>(type));
+}
+
+QuantizeReport quantize_model(const std::string& in, const std::string& out, DType type,
+                              const QuantizeOptions& options) {
+  for (const DType t : {type, options.output_type.value_or(type)}) {
+    if (!is_quantize_target(t)) {
+      fail("cannot quantize to type ", static_cast<uint32_t>(t), " (expected ", kQuantizeTargets, ")");
+    }
+  }
+  // Loading validates the whole input as a model (shapes, types, tokenizer) before any work, and
+  // maps it: kept tensors are written straight from the mapping.
+  const std::shared_ptr<const Model> model = Model::load(in);
+  check_paths(in, out);
+  const gguf::GgufFile& file = *model->impl().file;
+  const std::set<std::string> matrices = matrix_names(file, model->config());
+
+  QuantizeReport report;
+  report.type = type;
+  report.powerinfer = file.is_powerinfer();
+  report.input_bytes = file.file_size();
+  std::vector<TensorPlan> plans;
+  bool quantized = false;
+  // As llama.cpp: the output projection is token_embd when the file has no output.weight.
+  const std::string output = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const TensorPlan p =
+        plan_tensor(t, matrices.count(t.name) > 0, type, t.name == output, options, report);
+    ++report.input_types[t.type];
+    ++report.output_types[static_cast<uint32_t>(p.to)];
+    if (p.convert) {
+      ++report.converted;
+      if (is_block_type(static_cast<DType>(t.type))) ++report.requantized;
+    }
+    quantized = quantized || is_block_type(p.to);
+    plans.push_back(p);
+  }
+
+  gguf::GgufWriter w;
+  w.set_magic_powerinfer(file.is_powerinfer());
+  for (const auto& [key, value] : file.metadata()) {
+    // An f16 output of a quantized input is no longer quantized: drop its version.
+    if (key == "general.quantization_version" && !quantized) continue;
+    w.copy_value(key, value);
+  }
+  w.set_u32("general.file_type", llama_file_type(type));
+  if (quantized) w.set_u32("general.quantization_version", kQuantizationVersion);
+
+  for (const TensorPlan& p : plans) {
+    const gguf::TensorInfo& t = *p.tensor;
+    const std::span<const int64_t> ne(t.ne, static_cast<size_t>(t.n_dims));
+    if (!p.convert) {
+      w.add_tensor(t.name, t.type, ne, t.data, t.nbytes);
+      continue;
+    }
+    // Converted lazily while write() streams the file, so only one converted tensor is in memory
+    // at a time; the input stays mapped (paged in and out by the kernel).
+    const uint64_t nbytes = static_cast<uint64_t>(t.n_elements() / t.ne[0] * row_bytes(p.to, t.ne[0]));
+    const DType to = p.to;
+    w.add_tensor_lazy(t.name, static_cast<uint32_t>(to), ne, nbytes,
+                      [&t, to](uint8_t* dst) { convert_tensor(t, to, dst); });
+  }
+  w.write(out);
+  std::error_code ec;
+  report.output_bytes = fs::file_size(out, ec);
+  if (ec) fail("cannot read back the size of ", out, ": ", ec.message());
+  return report;
+}
+
+}  // namespace hearth

@@ -1,0 +1,69 @@
+// Rewriting a model's weight matrices in another dtype (`hearth quantize`), as llama.cpp's
+// llama-quantize users expect: the matrices of the architecture's weight list go to the target
+// type, everything else (norms, biases, learned positions, activation statistics, and by default
+// the predictors) is copied unchanged, as is every metadata key and the PWRI magic.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace hearth {
+
+struct QuantizeOptions {
+  // Also convert the predictors (blk.N.fc1/fc2). Off by default: they are small, and their scores
+  // are compared against a threshold, so their rounding changes which neurons run.
+  bool quantize_predictors = false;
+  // llama-quantize's --output-tensor-type: the type of the output projection (token_embd when the
+  // output is tied to it) instead of the target type. llama.cpp's own default mixture keeps it at
+  // Q6_K for 4-bit targets; Hearth has no Q6_K, so `--output-tensor-type q8_0` is the closest.
+  std::optional<DType> output_type;
+};
+
+// A matrix that could not take its type (`wanted`) because its row length is not a multiple of the
+// type's block size; it was stored as `kept` (f16, or its own type when that is bf16).
+struct QuantizeFallback {
+  std::string name;
+  int64_t row_length = 0;
+  DType wanted = DType::Q8_0;
+  DType kept = DType::F16;
+};
+
+struct QuantizeReport {
+  DType type = DType::Q8_0;
+  bool powerinfer = false;   // the input (and so the output) has the PWRI magic
+  uint64_t input_bytes = 0;  // file sizes
+  uint64_t output_bytes = 0;
+  // Tensor counts by ggml type id, before and after.
+  std::map<uint32_t, int64_t> input_types;
+  std::map<uint32_t, int64_t> output_types;
+  int64_t converted = 0;  // tensors whose data was rewritten
+  int64_t requantized = 0;  // of those, tensors that were already Q8_0/Q4_0 (error compounds)
+  std::vector<QuantizeFallback> fallbacks;
+
+  double ratio() const {
+    return output_bytes > 0 ? static_cast<double>(input_bytes) / static_cast<double>(output_bytes)
+                            : 0.0;
+  }
+};
+
+// The dtypes `hearth quantize` writes (every one Hearth computes with) and their ggml names.
+bool is_quantize_target(DType type);
+inline constexpr const char* kQuantizeTargets = "f32, f16, bf16, q8_0, q4_0";
+
+// llama.cpp's general.file_type (enum llama_ftype) for a model whose matrices are mostly `type`:
+// ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.
+uint32_t llama_file_type(DType type);
+
+// Converts the model at `in` and writes it to `out` (through a temporary file renamed at the end,
+// so a failed run leaves nothing under `out`). Checks everything it can before converting: the
+// type, the input (it must load as a model), `out` not being `in`, `out`'s directory being
+// writable. Throws hearth::Error with one clear line on any problem.
+QuantizeReport quantize_model(const std::string& in, const std::string& out, DType type,
+                              const QuantizeOptions& options = {});
+
+}  // namespace hearth

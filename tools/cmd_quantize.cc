@@ -1,0 +1,85 @@
+// hearth quantize IN OUT TYPE: the model's weight matrices in another dtype (src/model/
+// quantize_model.h says which tensors change). The report goes to stdout.
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+#include "model/quantize_model.h"
+
+namespace hearth::cli {
+namespace {
+
+std::string type_counts(const std::map<uint32_t, int64_t>& counts) {
+  std::string s;
+  int64_t total = 0;
+  for (const auto& [type, n] : counts) {
+    const auto info = ggml_type_info(type);
+    s += str_cat(s.empty() ? "" : ", ", info ? info->name : std::to_string(type), " ", n);
+    total += n;
+  }
+  return str_cat(total, " tensors (", s, ")");
+}
+
+std::string mib(uint64_t bytes) {
+  char s[64];
+  std::snprintf(s, sizeof s, "%llu bytes (%.2f MiB)", static_cast<unsigned long long>(bytes),
+                static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return s;
+}
+
+void print_report(const std::string& in, const std::string& out, const QuantizeReport& r) {
+  std::printf("hearth quantize: %s -> %s as %s%s\n", in.c_str(), out.c_str(),
+              std::string(dtype_name(r.type)).c_str(), r.powerinfer ? " (PowerInfer PWRI file)" : "");
+  for (const QuantizeFallback& f : r.fallbacks) {
+    std::printf("  %s: row length %lld is not a multiple of %lld, kept as %s\n", f.name.c_str(),
+                static_cast<long long>(f.row_length),
+                static_cast<long long>(dtype_block_size(f.wanted)),
+                std::string(dtype_name(f.kept)).c_str());
+  }
+  if (r.requantized > 0) {
+    std::printf("  %lld tensors were already quantized: requantizing adds its error to theirs\n",
+                static_cast<long long>(r.requantized));
+  }
+  std::printf("input:  %s, %s\n", mib(r.input_bytes).c_str(), type_counts(r.input_types).c_str());
+  std::printf("output: %s, %s\n", mib(r.output_bytes).c_str(), type_counts(r.output_types).c_str());
+  std::printf("converted %lld tensors; compression %.2fx\n", static_cast<long long>(r.converted),
+              r.ratio());
+}
+
+DType parse_target(const std::string& name) {
+  const auto type = parse_dtype(name);
+  if (!type || !is_quantize_target(*type)) {
+    fail("unknown type '", name, "' (expected ", kQuantizeTargets, ")");
+  }
+  return *type;
+}
+
+}  // namespace
+
+int cmd_quantize(int argc, char** argv) {
+  CLI::App app("Writes a model with its weight matrices in another type (as llama-quantize)",
+               "quantize");
+  std::string in, out, type_name;
+  QuantizeOptions options;
+  app.add_option("input", in, "GGUF model to read")->required();
+  app.add_option("output", out, "GGUF file to write (not the input)")->required();
+  app.add_option("type", type_name, str_cat("target type: ", kQuantizeTargets))->required();
+  std::string output_type;
+  app.add_flag("--quantize-predictors", options.quantize_predictors,
+               "also convert the predictors blk.N.fc1/fc2 (kept as they are by default)");
+  app.add_option("--output-tensor-type", output_type,
+                 "type of the output projection (default: TYPE; llama.cpp keeps it near 6 bits "
+                 "for 4-bit types, so q8_0 is the closest here)");
+  return run_app(app, argc, argv, [&] {
+    const DType type = parse_target(type_name);
+    if (!output_type.empty()) options.output_type = parse_target(output_type);
+    const QuantizeReport report = quantize_model(in, out, type, options);
+    print_report(in, out, report);
+    return 0;
+  });
+}
+
+}  // namespace hearth::cli
