@@ -12,5 +12,6 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace hearth::cli

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"calibrate", hearth::cli::cmd_calibrate, "profile activations; make predictors or thresholds"},
     {"quantize", hearth::cli::cmd_quantize, "convert a model's weight matrices to f16, q8_0 or q4_0"},
     {"chat", hearth::cli::cmd_chat, "interactive chat in the terminal"},
+    {"serve", hearth::cli::cmd_serve, "OpenAI-compatible HTTP server"},
 };
 
 void usage(std::FILE* out) {

@@ -1,0 +1,81 @@
+// One request's generation: the loop that runs on a slot's Session, and the GenerationJob that
+// carries its text from the slot's worker thread to the HTTP thread answering the client. The job
+// is also how a client that left stops the worker: the HTTP side cancels, the next token sees it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/sampling.h"
+#include "hearth/session.h"
+
+namespace hearth::server {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // tokens, BOS included; not empty
+  int32_t max_tokens = -1;      // -1: until an end token or a full context
+  SamplerParams sampling;
+  std::vector<std::string> stop;
+  bool trim_leading_space = false;  // a chat reply does not start with the SentencePiece space
+  bool ignore_eos = false;          // end-of-generation tokens are never sampled
+};
+
+enum class Finish { Stop, Length, Cancelled };
+const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
+
+struct GenerationResult {
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  Finish finish = Finish::Stop;
+  double prompt_s = 0;
+  double gen_s = 0;
+  SparseStats sparse;  // of this request alone
+};
+
+// Generates from an empty context on `session`, handing every token's text (possibly empty, held
+// back while it may be the start of a stop string or of a UTF-8 character) to on_text; on_text
+// returning false cancels. Throws hearth::Error when the prompt does not fit the context.
+GenerationResult generate(Session& session, const GenerationRequest& request,
+                          const std::function<bool(std::string_view)>& on_text);
+
+// The length of the longest prefix of s that does not end inside a UTF-8 character.
+size_t utf8_complete_prefix(std::string_view s);
+
+class GenerationJob {
+ public:
+  explicit GenerationJob(GenerationRequest request) : request_(std::move(request)) {}
+  const GenerationRequest& request() const { return request_; }
+
+  // Worker side. push() returns false once the job is cancelled.
+  bool push(std::string_view text);
+  void finish(const GenerationResult& result);
+  void fail(const std::string& message);
+  bool cancelled() const;
+
+  // HTTP side: the next piece of text, or the end, waiting at most `timeout`.
+  enum class Event { Text, Done, Failed, Timeout };
+  Event next(std::string& text, std::chrono::milliseconds timeout);
+  void cancel();
+  // Valid after next() returned Done / Failed.
+  const GenerationResult& result() const { return result_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  const GenerationRequest request_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> texts_;
+  bool cancelled_ = false;
+  bool done_ = false;
+  GenerationResult result_;
+  std::string error_;
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,62 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+namespace hearth::server {
+namespace {
+
+void metric(std::ostringstream& out, const char* name, const char* type, const char* help,
+            double value) {
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+      << name << ' ' << value << '\n';
+}
+
+}  // namespace
+
+void Metrics::on_request() {
+  std::lock_guard lock(mu_);
+  ++requests_;
+}
+
+void Metrics::on_rejected() {
+  std::lock_guard lock(mu_);
+  ++rejected_;
+}
+
+void Metrics::on_result(const GenerationResult& r) {
+  std::lock_guard lock(mu_);
+  prompt_tokens_ += static_cast<uint64_t>(r.n_prompt);
+  generated_tokens_ += static_cast<uint64_t>(r.n_generated);
+  neurons_total_ += r.sparse.neurons_total;
+  neurons_active_ += r.sparse.neurons_active;
+  recent_.emplace_back(r.n_generated, r.gen_s);
+  if (recent_.size() > kWindow) recent_.pop_front();
+}
+
+std::string Metrics::prometheus(const SchedulerGauges& g) const {
+  std::lock_guard lock(mu_);
+  double tokens = 0, seconds = 0;
+  for (const auto& [n, s] : recent_) {
+    tokens += n;
+    seconds += s;
+  }
+  std::ostringstream out;
+  out.precision(10);
+  metric(out, "hearth_requests_total", "counter", "Completion requests received.", requests_);
+  metric(out, "hearth_requests_rejected_total", "counter", "Requests refused with 503 (queue full).",
+         rejected_);
+  metric(out, "hearth_prompt_tokens_total", "counter", "Prompt tokens evaluated.", prompt_tokens_);
+  metric(out, "hearth_tokens_generated_total", "counter", "Tokens generated.", generated_tokens_);
+  metric(out, "hearth_tokens_per_second", "gauge",
+         "Generation speed of one slot over the latest requests.", seconds > 0 ? tokens / seconds : 0);
+  metric(out, "hearth_queue_length", "gauge", "Requests waiting for a slot.",
+         static_cast<double>(g.queued));
+  metric(out, "hearth_slots_active", "gauge", "Slots generating now.", g.active);
+  metric(out, "hearth_slots_total", "gauge", "Slots (--parallel).", g.n_slots);
+  metric(out, "hearth_ffn_sparsity", "gauge",
+         "Fraction of FFN neurons skipped over all requests so far.",
+         neurons_total_ ? 1.0 - static_cast<double>(neurons_active_) / neurons_total_ : 0.0);
+  return out.str();
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,42 @@
+// Counters for GET /metrics (Prometheus text format). Updated by the HTTP threads (requests) and
+// the slot workers (results); every member is guarded by one mutex, since updates happen once per
+// request, never per token.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "server/generation.h"
+
+namespace hearth::server {
+
+struct SchedulerGauges {
+  size_t queued = 0;
+  int active = 0;
+  int n_slots = 0;
+};
+
+class Metrics {
+ public:
+  void on_request();      // a completion request arrived
+  void on_rejected();     // refused because the queue was full
+  void on_result(const GenerationResult& r);
+  std::string prometheus(const SchedulerGauges& gauges) const;
+
+ private:
+  // Generation speed over this many of the latest requests.
+  static constexpr size_t kWindow = 16;
+  mutable std::mutex mu_;
+  uint64_t requests_ = 0;
+  uint64_t rejected_ = 0;
+  uint64_t prompt_tokens_ = 0;
+  uint64_t generated_tokens_ = 0;
+  uint64_t neurons_total_ = 0;
+  uint64_t neurons_active_ = 0;
+  std::deque<std::pair<int32_t, double>> recent_;  // (tokens, seconds) of the latest requests
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,84 @@
+// The OpenAI API's request and response shapes as pure functions: a JSON body in, a validated
+// request out (or an ApiError with the HTTP status to answer), and results out as JSON text. No
+// model or network here, so every rule is unit-tested directly.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hearth/sampling.h"
+#include "text/chat_template.h"
+
+namespace hearth::server {
+
+// A request the server refuses; `status` is the HTTP status, the message goes to the client.
+class ApiError : public std::runtime_error {
+ public:
+  ApiError(int status, const std::string& message,
+           std::string type = "invalid_request_error")
+      : std::runtime_error(message), status(status), type(std::move(type)) {}
+  int status;
+  std::string type;
+};
+
+// {"error": {"message": ..., "type": ..., "code": status}}
+std::string error_body(int status, std::string_view message,
+                       std::string_view type = "invalid_request_error");
+// The message of error_body for a status httplib answers without us (413, 404, 500).
+std::string default_error_body(int status);
+
+enum class Endpoint { Chat, Completion };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::Completion;
+  std::vector<text::ChatMessage> messages;  // Chat
+  std::string prompt;                       // Completion
+  int32_t max_tokens = -1;                  // -1: until an end token or a full context
+  SamplerParams sampling;
+  bool has_seed = false;  // otherwise the server draws one
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool ignore_eos = false;  // llama.cpp's extension: generate past end-of-generation tokens
+};
+
+// Parses and validates a /v1/chat/completions or /v1/completions body. Unknown fields are
+// ignored, as OpenAI does. Throws ApiError (400) naming the offending field.
+CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint);
+
+// /tokenize {"content": "..."} and /detokenize {"tokens": [...]}; ApiError (400) otherwise.
+std::string parse_tokenize_request(std::string_view body);
+std::vector<int32_t> parse_detokenize_request(std::string_view body);
+std::string format_tokens(const std::vector<int32_t>& tokens);
+std::string format_content(std::string_view content);
+
+// What one finished (or streaming) completion reports.
+struct CompletionInfo {
+  Endpoint endpoint = Endpoint::Completion;
+  std::string id;     // "chatcmpl-..." or "cmpl-..."
+  std::string model;  // the model's name as /v1/models lists it
+  int64_t created = 0;
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+// The non-streaming response body; finish_reason is "stop" or "length".
+std::string format_response(const CompletionInfo& info, std::string_view text,
+                            std::string_view finish_reason, const Usage& usage);
+
+// One Server-Sent Event ("data: ...\n\n") of a streaming response: the first of a chat carries the
+// role; text chunks carry content; the last carries finish_reason and the usage. [DONE] follows.
+std::string format_role_chunk(const CompletionInfo& info);
+std::string format_text_chunk(const CompletionInfo& info, std::string_view text);
+std::string format_final_chunk(const CompletionInfo& info, std::string_view finish_reason,
+                               const Usage& usage);
+inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
+
+std::string format_models(std::string_view model_id, int64_t created);
+
+}  // namespace hearth::server

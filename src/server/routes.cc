@@ -1,0 +1,205 @@
+// The endpoints: authentication, the loading state, and the translation between OpenAI requests
+// and generation jobs. Parsing and formatting live in openai.cc; this file only wires them.
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "server/openai.h"
+#include "server/server_state.h"
+
+namespace hearth::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse error_response(int status, const std::string& message,
+                            const std::string& type = "invalid_request_error") {
+  return json_response(status, error_body(status, message, type));
+}
+
+std::string new_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};  // only makes ids unique; no behaviour depends on it
+  return prefix + std::to_string(std::time(nullptr)) + "-" + std::to_string(++counter);
+}
+
+// The finish_reason OpenAI knows; a request cut short by shutdown counts as stopped.
+std::string_view openai_finish(Finish f) { return f == Finish::Length ? "length" : "stop"; }
+
+// The prompt tokens, the stop strings and the reply style of a parsed request, checked against
+// the context: ApiError (400) when the prompt or prompt + max_tokens does not fit.
+GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req) {
+  GenerationRequest g;
+  const Model& m = *s.model;
+  if (req.endpoint == Endpoint::Chat) {
+    const std::string text = text::render_chat(s.family, req.messages, /*add_generation_prompt=*/true);
+    g.prompt = m.tokenize(text, m.add_bos_default(), /*parse_special=*/true);
+    g.stop = text::chat_stop_strings(s.family);
+    g.trim_leading_space = true;
+  } else {
+    g.prompt = m.tokenize(req.prompt, m.add_bos_default(), /*parse_special=*/false);
+  }
+  const int64_t n_ctx = s.scheduler->n_ctx();
+  const int64_t n_prompt = static_cast<int64_t>(g.prompt.size());
+  if (n_prompt == 0) throw ApiError(400, "the prompt is empty");
+  if (n_prompt >= n_ctx) {
+    throw ApiError(400, str_cat("the prompt has ", n_prompt, " tokens and the context holds ",
+                                n_ctx, " (start the server with a larger -c)"));
+  }
+  if (req.max_tokens >= 0 && n_prompt + req.max_tokens > n_ctx) {
+    throw ApiError(400, str_cat("max_tokens ", req.max_tokens, " plus the prompt's ", n_prompt,
+                                " tokens exceed the context of ", n_ctx));
+  }
+  g.max_tokens = req.max_tokens;
+  g.ignore_eos = req.ignore_eos;
+  g.sampling = req.sampling;
+  if (!req.has_seed) g.sampling.seed = std::random_device{}();
+  g.stop.insert(g.stop.end(), req.stop.begin(), req.stop.end());
+  return g;
+}
+
+HttpResponse wait_for_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info) {
+  std::string text, piece;
+  for (;;) {
+    switch (job->next(piece, 1s)) {
+      case GenerationJob::Event::Text: text += piece; break;
+      case GenerationJob::Event::Timeout: break;
+      case GenerationJob::Event::Failed:
+        return job->error() == kShuttingDown
+                   ? error_response(503, job->error(), "unavailable_error")
+                   : error_response(500, job->error(), "server_error");
+      case GenerationJob::Event::Done: {
+        const GenerationResult& r = job->result();
+        return json_response(200, format_response(info, text, openai_finish(r.finish),
+                                                  {r.n_prompt, r.n_generated}));
+      }
+    }
+  }
+}
+
+HttpResponse stream_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info) {
+  HttpResponse res;
+  res.content_type = "text/event-stream";
+  res.headers["Cache-Control"] = "no-cache";
+  res.stream = [job, info](StreamSink& sink) {
+    if (info.endpoint == Endpoint::Chat && !sink.write(format_role_chunk(info))) return job->cancel();
+    std::string piece;
+    for (;;) {
+      bool ok = true;
+      switch (job->next(piece, 1s)) {
+        case GenerationJob::Event::Text: ok = sink.write(format_text_chunk(info, piece)); break;
+        // An SSE comment while waiting in the queue: finds a client that left before its turn.
+        case GenerationJob::Event::Timeout: ok = sink.write(": waiting\n\n"); break;
+        case GenerationJob::Event::Failed:
+          sink.write("data: " + error_body(500, job->error(), "server_error") + "\n\n");
+          return;
+        case GenerationJob::Event::Done: {
+          const GenerationResult& r = job->result();
+          if (sink.write(format_final_chunk(info, openai_finish(r.finish), {r.n_prompt, r.n_generated}))) {
+            sink.write(kStreamDone);
+          }
+          return;
+        }
+      }
+      if (!ok) return job->cancel();  // the client left: free the slot at its next token
+    }
+  };
+  res.on_close = [job] { job->cancel(); };
+  return res;
+}
+
+HttpResponse complete(Server::State& s, const HttpRequest& http, Endpoint endpoint) {
+  s.metrics.on_request();
+  CompletionRequest req = parse_completion_request(http.body, endpoint);
+  const bool stream = req.stream;
+  auto job = std::make_shared<GenerationJob>(to_generation(s, std::move(req)));
+  if (!s.scheduler->submit(job)) {
+    s.metrics.on_rejected();
+    return error_response(503, "the server is busy: every slot is taken and the queue is full; retry later",
+                          "server_overloaded");
+  }
+  CompletionInfo info{endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
+                      s.model_id, static_cast<int64_t>(std::time(nullptr))};
+  return stream ? stream_result(job, info) : wait_for_result(job, info);
+}
+
+HttpResponse tokenize(const Server::State& s, const HttpRequest& http) {
+  return json_response(200, format_tokens(s.model->tokenize(parse_tokenize_request(http.body),
+                                                            /*add_bos=*/false)));
+}
+
+HttpResponse detokenize(const Server::State& s, const HttpRequest& http) {
+  const auto n_vocab = static_cast<int64_t>(s.model->config().n_vocab);
+  std::string text;
+  for (const int32_t t : parse_detokenize_request(http.body)) {
+    if (t >= n_vocab) throw ApiError(400, str_cat("token id ", t, " is not in the vocabulary of ", n_vocab));
+    text += s.model->token_to_piece(t);
+  }
+  // The tokenizer's dummy prefix is not part of the text (so that tokenize then detokenize
+  // returns the input).
+  if (s.model->adds_space_prefix() && text.starts_with(' ')) text.erase(0, 1);
+  return json_response(200, format_content(text));
+}
+
+// Wraps a handler with the checks every endpoint but /health shares: the API key, the loading
+// state, and the translation of errors into OpenAI error bodies.
+HttpHandler guarded(Server::State& s, std::function<HttpResponse(const HttpRequest&)> handler) {
+  return [&s, handler = std::move(handler)](const HttpRequest& req) {
+    if (!s.options.api_key.empty() &&
+        req.header("Authorization") != "Bearer " + s.options.api_key) {
+      return error_response(401, "invalid or missing API key (Authorization: Bearer KEY)",
+                            "authentication_error");
+    }
+    if (!s.ready.load(std::memory_order_acquire)) {
+      return error_response(503, "the model is loading", "unavailable_error");
+    }
+    try {
+      return handler(req);
+    } catch (const ApiError& e) {
+      return error_response(e.status, e.what(), e.type);
+    } catch (const Error& e) {  // the engine refused the input (a prompt it cannot tokenize)
+      return error_response(400, e.what());
+    } catch (const std::exception& e) {
+      return error_response(500, e.what(), "server_error");
+    }
+  };
+}
+
+}  // namespace
+
+void add_routes(Server::State& s) {
+  HttpServer& h = *s.http;
+  h.get("/health", [&s](const HttpRequest&) {
+    return s.ready.load(std::memory_order_acquire)
+               ? json_response(200, R"({"status":"ok"})")
+               : json_response(503, R"({"status":"loading"})");
+  });
+  h.get("/v1/models", guarded(s, [&s](const HttpRequest&) {
+          return json_response(200, format_models(s.model_id, s.created));
+        }));
+  h.post("/v1/chat/completions",
+         guarded(s, [&s](const HttpRequest& r) { return complete(s, r, Endpoint::Chat); }));
+  h.post("/v1/completions",
+         guarded(s, [&s](const HttpRequest& r) { return complete(s, r, Endpoint::Completion); }));
+  h.post("/tokenize", guarded(s, [&s](const HttpRequest& r) { return tokenize(s, r); }));
+  h.post("/detokenize", guarded(s, [&s](const HttpRequest& r) { return detokenize(s, r); }));
+  h.get("/metrics", guarded(s, [&s](const HttpRequest&) {
+          HttpResponse r = json_response(
+              200, s.metrics.prometheus({s.scheduler->queued(), s.scheduler->active(),
+                                         s.scheduler->n_slots()}));
+          r.content_type = "text/plain; version=0.0.4";
+          return r;
+        }));
+}
+
+}  // namespace hearth::server

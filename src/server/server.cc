@@ -1,0 +1,95 @@
+#include "server/server.h"
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "server/openai.h"
+#include "server/server_state.h"
+
+namespace hearth::server {
+namespace {
+
+text::ChatFamily choose_family(const ServerOptions& o, const Model& model,
+                               const std::function<void(const std::string&)>& log) {
+  if (!o.chat_template.empty()) {
+    const auto f = text::parse_chat_family(o.chat_template);
+    if (!f) fail("unknown chat template '", o.chat_template, "' (known: ", text::chat_family_names(), ")");
+    return *f;
+  }
+  bool recognised = false;
+  const auto f = text::detect_chat_family(model.chat_template().value_or(""), &recognised);
+  log(std::string("chat template ") + std::string(text::to_string(f)) +
+      (recognised ? " (from the model)" : " (the model's is unknown or absent; default)"));
+  return f;
+}
+
+}  // namespace
+
+Server::Server(const ServerOptions& options) : state_(std::make_unique<State>()) {
+  state_->options = options;
+  if (options.n_slots < 1) fail("--parallel must be at least 1");
+  if (state_->options.queue_capacity == 0) {
+    state_->options.queue_capacity = 4 * static_cast<size_t>(options.n_slots);
+  }
+  HttpOptions http;
+  http.max_body_bytes = options.max_body_bytes;
+  // One connection thread per slot and queued request, plus a few for /health, /metrics and
+  // requests that are only answered 503.
+  http.n_threads = options.n_slots + static_cast<int>(state_->options.queue_capacity) + 4;
+  http.error_body = default_error_body;
+  state_->http = std::make_unique<HttpServer>(http);
+  add_routes(*state_);
+}
+
+Server::~Server() = default;
+
+int Server::bind() { return state_->http->bind(state_->options.host, state_->options.port); }
+
+void Server::run(const std::function<bool()>& should_stop,
+                 const std::function<void(const std::string&)>& log) {
+  State& s = *state_;
+  std::atomic<bool> listening_done{false};
+  std::thread listener([&] {
+    if (!s.http->serve()) log("the listener stopped with an error");
+    listening_done = true;
+  });
+  // The listener must be stopped and joined on every way out, the load failing included.
+  struct Join {
+    State& s;
+    std::thread& t;
+    std::atomic<bool>& done;
+    // The scheduler first: it ends the jobs that connection threads wait on, so that the
+    // listener's thread pool can then be joined.
+    ~Join() {
+      if (s.scheduler) s.scheduler->stop();
+      // Until it has stopped: a stop() that comes before the listener runs is lost.
+      while (!done) {
+        s.http->stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      t.join();
+    }
+  } join{s, listener, listening_done};
+
+  const auto t0 = std::chrono::steady_clock::now();
+  s.model = Model::load(s.options.model_path, s.options.use_mmap);
+  s.family = choose_family(s.options, *s.model, log);
+  s.model_id = std::filesystem::path(s.options.model_path).filename().string();
+  s.created = static_cast<int64_t>(std::time(nullptr));
+  s.scheduler = std::make_unique<Scheduler>(
+      s.model, s.options.session, s.options.n_slots, s.options.queue_capacity,
+      [&s](const GenerationResult& r) { s.metrics.on_result(r); });
+  s.ready.store(true, std::memory_order_release);
+  const double load_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log(str_cat("model ", s.model_id, " loaded in ", load_s, " s; ", s.options.n_slots,
+              " slot(s) of ", s.scheduler->n_ctx(), " tokens, queue ", s.options.queue_capacity));
+  while (!should_stop()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  log("shutting down");
+}
+
+}  // namespace hearth::server

@@ -1,0 +1,48 @@
+// hearth serve: the OpenAI-compatible HTTP server. It listens before the model is loaded (GET
+// /health answers 503 "loading" meanwhile), then answers completions from --parallel slots.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "hearth/session.h"
+
+namespace hearth::server {
+
+struct ServerOptions {
+  std::string model_path;
+  bool use_mmap = true;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (bind() says which)
+  SessionOptions session;
+  int n_slots = 1;
+  size_t queue_capacity = 0;  // 0: 4 per slot
+  std::string api_key;        // empty: no authentication
+  size_t max_body_bytes = 1 << 20;
+  std::string chat_template;  // family name; empty: detected from the model
+};
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket and returns its port; hearth::Error when it cannot.
+  int bind();
+  // Serves while loading the model on the calling thread, then until should_stop() returns true
+  // (polled a few times a second, so a signal handler's flag can drive it). Lines for the
+  // operator go to `log`. Throws hearth::Error when the model cannot be loaded.
+  void run(const std::function<bool()>& should_stop, const std::function<void(const std::string&)>& log);
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,142 @@
+// Slots and the queue under load: concurrent streaming clients all finish with the answers a lone
+// client gets, and a client that leaves mid-stream frees its slot at once.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/client_util.h"
+#include "server/server_process.h"
+
+namespace hearth::test {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double metric(httplib::Client& c, const std::string& name) {
+  const auto r = c.Get("/metrics");
+  if (!r) return -1;
+  std::smatch m;
+  const std::regex re("\n" + name + " ([0-9.e+-]+)\n");
+  return std::regex_search(r->body, m, re) ? std::stod(m[1]) : -1;
+}
+
+// Big enough that a full-context reply (ignore_eos) takes seconds, so a slot still busy shows.
+std::string slow_model() {
+  return synth_model("slow", {"--n-embd", "256", "--n-layer", "4", "--n-ff", "1024", "--n-head",
+                              "4", "--n-head-kv", "4", "--n-vocab", "300", "--n-ctx", "2048",
+                              "--type", "f32"});
+}
+
+TEST(ServeConcurrency, EightStreamingClientsOnThreeSlots) {
+  ServerProcess server({"-m", synth_model("small", {"--n-embd", "64", "--n-layer", "2", "--n-ff",
+                                                    "96", "--n-head", "4", "--n-head-kv", "2",
+                                                    "--n-vocab", "300", "--n-ctx", "256",
+                                                    "--type", "f32"}),
+                        "-c", "128", "--parallel", "3", "--queue", "16", "-t", "1"});
+  constexpr int kClients = 8;
+  auto request = [](int i) {
+    return json{{"prompt", "client " + std::to_string(i) + " says"}, {"max_tokens", 20},
+                {"temperature", 0}};
+  };
+  // What each client must get: its prompt answered alone.
+  std::vector<json> expected(kClients);
+  {
+    auto c = server.client();
+    for (int i = 0; i < kClients; ++i) {
+      const auto r = post_json(c, "/v1/completions", request(i));
+      ASSERT_EQ(r.status, 200) << r.raw;
+      expected[i] = r.body;
+    }
+  }
+  std::vector<StreamReply> got(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = server.client();
+      json body = request(i);
+      body["stream"] = true;
+      got[i] = post_stream(c, "/v1/completions", body);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i) {
+    SCOPED_TRACE("client " + std::to_string(i));
+    EXPECT_EQ(got[i].status, 200);
+    EXPECT_TRUE(got[i].done);
+    ASSERT_FALSE(got[i].events.empty());
+    EXPECT_EQ(got[i].events.back()["usage"], expected[i]["usage"]);
+    EXPECT_EQ(got[i].text, expected[i]["choices"][0]["text"]);
+  }
+  auto c = server.client();
+  EXPECT_EQ(metric(c, "hearth_requests_total"), 2 * kClients);
+  EXPECT_EQ(metric(c, "hearth_slots_active"), 0);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+TEST(ServeConcurrency, ClientLeavingMidStreamFreesItsSlot) {
+  ServerProcess server({"-m", slow_model(), "-c", "2048", "--parallel", "1", "-t", "1"});
+  auto c = server.client();
+  int seen = 0;
+  const auto s = post_stream(c, "/v1/completions",
+                             {{"prompt", "go"}, {"ignore_eos", true}, {"stream", true}},
+                             [&](const json&) { return ++seen < 4; });
+  EXPECT_FALSE(s.done);
+  const auto t0 = Clock::now();
+  const auto r = post_json(c, "/v1/completions", json{{"prompt", "next"}, {"max_tokens", 4}});
+  const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_LT(waited, 1.0) << "the slot of the client that left was not freed";
+  // The abandoned reply stopped within a few tokens of the client leaving.
+  EXPECT_LT(metric(c, "hearth_tokens_generated_total"), 200);
+  EXPECT_EQ(metric(c, "hearth_slots_active"), 0);
+  EXPECT_EQ(server.stop(), 0);
+}
+
+// Waits until `name` reads `value` on /metrics (false after 5 s).
+bool wait_metric(httplib::Client& c, const std::string& name, double value) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (metric(c, name) != value) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+TEST(ServeConcurrency, FullQueueAnswers503AndShutdownEndsEveryRequest) {
+  ServerProcess server({"-m", slow_model(), "-c", "2048", "--parallel", "1", "--queue", "1", "-t", "1"});
+  std::atomic<bool> streaming{false};
+  StreamReply a;
+  std::thread ta([&] {  // holds the only slot until the server stops
+    auto c = server.client();
+    a = post_stream(c, "/v1/completions", {{"prompt", "a"}, {"ignore_eos", true}, {"stream", true}},
+                    [&](const json&) { return streaming = true; });
+  });
+  auto c = server.client();
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  JsonReply b;
+  std::thread tb([&] {  // waits in the queue
+    auto cb = server.client();
+    b = post_json(cb, "/v1/completions", json{{"prompt", "b"}, {"max_tokens", 2}});
+  });
+  ASSERT_TRUE(wait_metric(c, "hearth_queue_length", 1));
+  const auto full = post_json(c, "/v1/completions", json{{"prompt", "c"}, {"max_tokens", 2}});
+  EXPECT_EQ(full.status, 503) << full.raw;
+  EXPECT_EQ(full.body["error"]["code"], 503) << full.raw;
+  EXPECT_EQ(metric(c, "hearth_requests_rejected_total"), 1);
+  // SIGTERM while one request generates and one waits: both are answered, the exit is clean.
+  EXPECT_EQ(server.stop(), 0) << server.log();
+  ta.join();
+  tb.join();
+  EXPECT_TRUE(a.done);
+  EXPECT_EQ(a.events.back()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(b.status, 503) << b.raw;
+}
+
+}  // namespace
+}  // namespace hearth::test

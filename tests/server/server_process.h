@@ -1,0 +1,42 @@
+// A `hearth serve` process for the integration tests: started on a free loopback port (--port 0,
+// the port read from its stderr), ready once /health answers 200, stopped with SIGTERM.
+#pragma once
+
+#include <sys/types.h>
+
+#include <httplib.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hearth::test {
+
+class ServerProcess {
+ public:
+  // `args` follow "hearth serve --port 0"; throws std::runtime_error when the server does not
+  // come up within `timeout_s`.
+  explicit ServerProcess(const std::vector<std::string>& args, double timeout_s = 20);
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  httplib::Client client() const;
+  // SIGTERM, then the exit status (-1 if it did not exit within a few seconds).
+  int stop();
+  // Everything the server wrote to stderr so far (complete after stop()).
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int err_fd_ = -1;
+  std::string log_;
+  std::thread drain_;
+};
+
+// A small Llama-shaped model made with `hearth synth` (once per process and shape).
+std::string synth_model(const std::string& name, const std::vector<std::string>& shape);
+
+}  // namespace hearth::test
