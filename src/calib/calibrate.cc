@@ -150,17 +150,11 @@ int64_t sample_budget(const ModelConfig& c, const CalibrateOptions& o) {
   return std::min(o.max_samples, std::max<int64_t>(1024, static_cast<int64_t>(kSampleBudgetBytes / per)));
 }
 
-sparse::ProfileOptions profile_options(const ModelConfig& c) {
-  sparse::ProfileOptions p;
-  p.thresholds.assign(static_cast<size_t>(c.n_layer), 0.0f);
-  return p;
-}
-
 // What predictor training needs, from a dense pass over the calibration and held-out tokens.
 ProfileData profile_for_predictors(const std::shared_ptr<const Model>& model,
                                    const TokenSplit& split, const CalibrateOptions& o) {
   const ModelConfig& c = model->config();
-  sparse::ProfileOptions po = profile_options(c);
+  sparse::ProfileOptions po = sparse::ProfileOptions{};
   po.max_samples = sample_budget(c, o);
   po.seed = o.seed;
   sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, po);
@@ -245,7 +239,7 @@ void choose_thresholds(const std::shared_ptr<const Model>& model, const TokenSpl
   if (!(gate_share >= 0 && gate_share <= o.sparsity)) {
     fail("--gate-sparsity must be between 0 and --sparsity (got ", gate_share, ")");
   }
-  sparse::ProfileOptions po = profile_options(c);
+  sparse::ProfileOptions po = sparse::ProfileOptions{};
   po.histograms = true;
   sparse::ActivationProfiler gate(c.n_layer, c.n_embd, c.n_ff, po);
   profile_tokens(model, split.train, gate, o, "profile (gate magnitudes)");

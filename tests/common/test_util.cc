@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -183,6 +184,18 @@ void expect_clean_error(const CommandResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find("error"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+double cli_perplexity(const std::string& model, const std::string& text,
+                      const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"perplexity", "-m", model, "-f", text};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CommandResult r = run_hearth(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // The mode's own line starts with "PPL = " (--kl-base adds a "dense PPL = " line after it).
+  const size_t at = r.out.rfind("\nPPL = ") + 1;
+  if (at == 0 && r.out.rfind("PPL = ", 0) != 0) return std::nan("");
+  return std::strtod(r.out.c_str() + at + 6, nullptr);
 }
 
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,

@@ -46,6 +46,11 @@ CommandResult run_hearth_with_input(const std::vector<std::string>& args, const 
 
 int count_lines(const std::string& s);
 
+// Runs `hearth perplexity -m model -f text <extra>` (expecting success) and returns the value of
+// its "PPL = x" line, NaN when there is none.
+double cli_perplexity(const std::string& model, const std::string& text,
+                      const std::vector<std::string>& extra);
+
 // Greedy generation through the library API: the argmax of the logits, up to n tokens after BOS
 // (stopping at an end-of-generation token).
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,

@@ -34,12 +34,8 @@ calib::CalibrateOptions options(const std::string& shared) {
 }
 
 double perplexity(const std::string& model, const std::string& shared, const std::string& mode) {
-  const auto r = test::run_hearth({"perplexity", "-m", model, "-f",
-                                   shared + "/data/tinystories-eval.txt", "-c", "256", "--chunks",
-                                   "100", "-t", "2", "--sparse", mode});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  const size_t at = r.out.rfind("PPL = ");
-  return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 6));
+  return test::cli_perplexity(model, shared + "/data/tinystories-eval.txt",
+                              {"-c", "256", "--chunks", "100", "-t", "2", "--sparse", mode});
 }
 
 TEST(CalibrateGolden, StoriesReluPredictors) {

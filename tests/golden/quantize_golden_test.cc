@@ -17,12 +17,8 @@ namespace hearth {
 namespace {
 
 double dense_perplexity(const std::string& model, const std::string& shared) {
-  const auto r = test::run_hearth({"perplexity", "-m", model, "-f",
-                                   shared + "/data/tinystories-eval.txt", "-c", "256", "--chunks",
-                                   "60", "-t", "2", "--sparse", "dense"});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  const size_t at = r.out.rfind("PPL = ");
-  return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + 6));
+  return test::cli_perplexity(model, shared + "/data/tinystories-eval.txt",
+                              {"-c", "256", "--chunks", "60", "-t", "2", "--sparse", "dense"});
 }
 
 TEST(QuantizeGolden, StoriesPerplexityBounds) {

@@ -68,12 +68,7 @@ calib::CalibrateOptions options() {
 double perplexity_of(const std::string& model, const std::string& text, const std::string& mode) {
   const std::string file = test::temp_dir() + "/eval.txt";
   test::write_file(file, text);
-  const auto r = test::run_hearth({"perplexity", "-m", model, "-f", file, "-c", "128", "-t", "2",
-                                   "--sparse", mode});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  const size_t at = r.out.rfind("PPL = ");
-  if (at == std::string::npos) return NAN;
-  return std::stod(r.out.substr(at + 6));
+  return test::cli_perplexity(model, file, {"-c", "128", "-t", "2", "--sparse", mode});
 }
 
 TEST(Calibrate, PredictorsReachRecallAndKeepPerplexity) {
