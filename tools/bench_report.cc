@@ -47,7 +47,10 @@ void print_json(const std::vector<BenchRow>& rows) {
                    {"bytes_per_token_measured", r.measured_bytes},
                    {"bandwidth_gbs", r.bandwidth_gbs},
                    {"roofline_tokens_per_s", r.roofline},
-                   {"roofline_fraction", r.roofline_fraction}});
+                   {"roofline_fraction", r.roofline_fraction},
+                   {"device", r.device},
+                   {"device_bytes", r.device_bytes},
+                   {"device_busy", r.device_busy}});
   }
   std::printf("%s\n", out.dump(2).c_str());
 }

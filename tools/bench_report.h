@@ -21,6 +21,9 @@ struct BenchRow {
   double bandwidth_gbs = 0;      // 0 when not measured
   double roofline = 0;           // tokens/s the bandwidth allows
   double roofline_fraction = 0;  // tg_mean / roofline
+  std::string device;            // the device holding part of the model ("" when CPU only)
+  uint64_t device_bytes = 0;     // device memory in use
+  double device_busy = 0;        // share of tg time the device was busy (--trace), else 0
 };
 
 // Prints `rows` in `format` ("md", "csv" or "json") to stdout. Rows after the first also get their

@@ -16,6 +16,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "bench_report.h"
 #include "cli_common.h"
+#include "device_flags.h"
 #include "commands.h"
 #include "core/error.h"
 
@@ -78,6 +79,8 @@ int cmd_bench(int argc, char** argv) {
   int32_t n_prompt = 512, n_gen = 128, reps = 3;
   bool skip_bandwidth = false;
   SessionFlags sf;
+  DeviceFlags df;
+  std::string trace_path;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (0 = skip)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("-n,--n-gen", n_gen, "generated tokens (0 = skip)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
@@ -85,14 +88,19 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-o,--output", format, "output format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
   app.add_flag("--no-bandwidth", skip_bandwidth, "skip the memory bandwidth measurement");
   sf.add_to(app, /*sparse_repeatable=*/true);
+  df.add_to(app);
+  app.add_option("--trace", trace_path,
+                 "write a Chrome trace of the first mode's last generation run to FILE")
+      ->type_name("FILE");
   app.get_option("--ctx-size")->description("context size in tokens (0 = the larger of -p and -n, plus 1)");
   return run_app(app, argc, argv, [&] {
     if (n_prompt == 0 && n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-    const auto model = Model::load(model_path, !sf.no_mmap);
+    const int32_t needed = std::max(n_prompt, n_gen) + 1;
+    if (sf.n_ctx == 0) sf.n_ctx = needed;
+    // The device's placement is solved for the first mode.
+    const auto model = load_model(model_path, sf, df);
     const ModelConfig& c = model->config();
     SessionOptions o = sf.options();
-    const int32_t needed = std::max(n_prompt, n_gen) + 1;
-    if (o.n_ctx == 0) o.n_ctx = needed;
     if (o.n_ctx < std::max(n_prompt, n_gen)) {
       fail("-c ", o.n_ctx, " is too small for ", std::max(n_prompt, n_gen), " tokens (-p ", n_prompt,
            ", -n ", n_gen, ")");
@@ -107,6 +115,7 @@ int cmd_bench(int argc, char** argv) {
     for (const SparseMode mode : sf.sparse_modes()) {
       SessionOptions mo = o;
       mo.sparse = mode;
+      mo.trace = runs.empty() && !trace_path.empty();
       runs.push_back({mode, std::make_unique<Session>(model, mo), {}, {}, {}});
     }
 
@@ -184,7 +193,21 @@ int cmd_bench(int argc, char** argv) {
       row.bandwidth_gbs = bandwidth;
       row.roofline = bandwidth > 0 ? bandwidth * 1e9 / row.bytes_per_token : 0;
       row.roofline_fraction = row.roofline > 0 ? tgs.mean / row.roofline : 0;
+      row.device = model->device_name();
+      row.device_bytes = model->device_allocated();
+      row.device_busy = r.session->device_busy_fraction();
       rows.push_back(row);
+    }
+    if (!trace_path.empty()) {
+      runs.front().session->write_trace(trace_path);
+      std::fprintf(stderr, "hearth bench: trace of %s written to %s (device busy %.3f of the time)\n",
+                   to_string(runs.front().session->sparse_mode()).c_str(), trace_path.c_str(),
+                   runs.front().session->device_busy_fraction());
+    }
+    if (!model->device_name().empty()) {
+      std::fprintf(stderr, "hearth bench: %s holds %.1f MiB (peak %.1f MiB)\n",
+                   model->device_name().c_str(), model->device_allocated() / 1048576.0,
+                   model->device_peak_allocated() / 1048576.0);
     }
     print_bench(rows, format);
     return 0;

@@ -13,6 +13,7 @@
 
 #include "chat_conversation.h"
 #include "cli_common.h"
+#include "device_flags.h"
 #include "commands.h"
 #include "core/error.h"
 #include "text/chat_template.h"
@@ -119,6 +120,7 @@ int cmd_chat(int argc, char** argv) {
   bool verbose = false;
   SamplingFlags smp;
   SessionFlags sf;
+  DeviceFlags df;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("--chat-template", family_flag,
                  "template family: " + text::chat_family_names() +
@@ -139,10 +141,11 @@ int cmd_chat(int argc, char** argv) {
                "per-turn statistics on stderr: tokens evaluated and cached, speed, why the reply stopped");
   smp.add_to(app);
   sf.add_to(app);
+  df.add_to(app);
   return run_app(app, argc, argv, [&] {
     const SamplerParams sp = smp.resolve();
     const auto t_load = std::chrono::steady_clock::now();
-    const auto model = Model::load(model_path, !sf.no_mmap);
+    const auto model = load_model(model_path, sf, df);
     Session session(model, sf.options());
     print_load_info(model_path, *model, session,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "device_flags.h"
 #include "commands.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
@@ -25,6 +26,7 @@ int cmd_perplexity(int argc, char** argv) {
   int64_t max_chunks = -1;
   bool kl_base = false;
   SessionFlags sf;
+  DeviceFlags df;
   sf.n_ctx = 512;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-f,--file", text_file, "text to evaluate")->required();
@@ -33,12 +35,13 @@ int cmd_perplexity(int argc, char** argv) {
                "also run a dense session on the same chunks and report KL(dense || mode), top-1 "
                "agreement and the dense perplexity");
   sf.add_to(app);
+  df.add_to(app);
   app.get_option("--ctx-size")
       ->description("tokens per chunk (0 = the model's context, at most 4096)")
       ->capture_default_str();
   return run_app(app, argc, argv, [&] {
     const std::string text = read_text_file(text_file, "text file");
-    const auto model = Model::load(model_path, !sf.no_mmap);
+    const auto model = load_model(model_path, sf, df);
     const ModelConfig& c = model->config();
     SessionOptions o = sf.options();
     if (o.n_ctx == 0) o.n_ctx = static_cast<int32_t>(std::min<int64_t>(c.n_ctx_train, 4096));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_common.h"
+#include "device_flags.h"
 #include "commands.h"
 #include "core/error.h"
 #include "hearth/sampling.h"
@@ -33,6 +34,8 @@ int cmd_run(int argc, char** argv) {
   int32_t n_predict = 128;
   SamplingFlags smp;
   SessionFlags sf;
+  DeviceFlags df;
+  std::string trace_path;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("-f,--file", prompt_file, "read the prompt from a file");
@@ -40,13 +43,19 @@ int cmd_run(int argc, char** argv) {
       ->check(CLI::Range(-1, 1 << 30))->capture_default_str();
   smp.add_to(app);
   sf.add_to(app);
+  df.add_to(app);
+  app.add_option("--trace", trace_path,
+                 "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the host's and the "
+                 "device's work to FILE")->type_name("FILE");
   return run_app(app, argc, argv, [&] {
     const SamplerParams sp = smp.resolve();
     const std::string text = read_prompt(prompt, prompt_file);
 
     const auto t_load = Clock::now();
-    const auto model = Model::load(model_path, !sf.no_mmap);
-    Session session(model, sf.options());
+    const auto model = load_model(model_path, sf, df);
+    SessionOptions so = sf.options();
+    so.trace = !trace_path.empty();
+    Session session(model, so);
     std::vector<int32_t> tokens = model->tokenize(text, model->add_bos_default(), true);
     if (tokens.empty()) fail("the prompt is empty and the model adds no BOS token");
     if (static_cast<int64_t>(tokens.size()) >= session.n_ctx()) {
@@ -96,6 +105,14 @@ int cmd_run(int argc, char** argv) {
                    to_string(session.sparse_mode()).c_str(), st.sparsity(),
                    st.tokens ? static_cast<double>(st.neurons_active) / st.tokens / c.n_layer : 0.0,
                    (long long)c.n_ff);
+    }
+    if (!trace_path.empty()) {
+      session.write_trace(trace_path);
+      std::fprintf(stderr, "hearth: trace written to %s", trace_path.c_str());
+      if (!model->device_name().empty()) {
+        std::fprintf(stderr, " (device busy %.0f%% of the time)", 100 * session.device_busy_fraction());
+      }
+      std::fprintf(stderr, "\n");
     }
     return 0;
   });

@@ -40,6 +40,7 @@ int cmd_synth(int argc, char** argv) {
   std::string out, type = "f16", act = "silu";
   double sparsity = 0.0;
   int64_t measure_tokens = 64;
+  int64_t stats_tokens = 256;
   bool no_measure = false;
   int32_t threads = 0;
   app.add_option("-o,--output", out, "output GGUF file")->required();
@@ -64,12 +65,17 @@ int cmd_synth(int argc, char** argv) {
                  "within 8% of the FFN's bytes)");
   app.add_flag("--no-measure", no_measure, "with --sparsity: do not measure the written model");
   app.add_option("--measure-tokens", measure_tokens, "with --sparsity: random tokens to measure on")->capture_default_str();
+  app.add_option("--stats-tokens", stats_tokens,
+                 "with --sparsity: random tokens to measure each neuron's firing frequency on, "
+                 "stored as blk.N.ffn_act_freq for the placement solver (0 = none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->capture_default_str();
   app.add_option("-t,--threads", threads, "threads for measuring (default: all)");
   return run_app(app, argc, argv, [&] {
     o.type = *parse_dtype(type);
     const bool sparse = app.count("--sparsity") > 0;
     if (!sparse) {
-      for (const char* flag : {"--skew", "--predictor-rank", "--no-measure", "--measure-tokens"}) {
+      for (const char* flag :
+           {"--skew", "--predictor-rank", "--no-measure", "--measure-tokens", "--stats-tokens"}) {
         if (app.count(flag) > 0) fail("synth: ", flag, " needs --sparsity");
       }
     } else {
@@ -79,6 +85,9 @@ int cmd_synth(int argc, char** argv) {
     }
     o.act = parse_ffn_activation(act, "--act");
     write_synthetic_model(o, out);
+    if (sparse && stats_tokens > 0) {
+      add_activation_stats(out, stats_tokens, o.seed + 2, threads > 0 ? threads : default_threads());
+    }
     std::fprintf(stderr, "hearth synth: wrote %s\n", out.c_str());
     if (sparse && !no_measure) {
       print_report(measure_synth_sparsity(out, measure_tokens, o.seed + 1, threads), sparsity);

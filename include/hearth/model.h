@@ -14,12 +14,45 @@
 
 namespace hearth {
 
+// Where the parts of a model run (hybrid CPU/GPU execution, DESIGN.md section 1). The placement
+// solver puts attention and the KV cache, then predictors, then the most frequently active FFN
+// neurons on the device, within the budget; the CPU computes the rest at the same time.
+struct DeviceOptions {
+  // "none": CPU only. "auto": a CUDA GPU when this build and machine have one, else none.
+  // "cuda": a CUDA GPU (an error when there is none). "standin": the CPU stand-in for a GPU (a
+  // second CPU backend with standin_gib of memory; tests and demonstrations).
+  std::string device = "none";
+  double vram_budget_gib = -1.0;  // < 0: the device's free memory less a safety margin
+  double standin_gib = 4.0;
+  int32_t standin_threads = 1;
+  // "neurons": by activation frequency (hybrid sparse); "layers": whole layers in order, as
+  // llama.cpp's -ngl offloads (the dense baseline).
+  std::string placement = "neurons";
+  bool reset_gpu_index = false;    // solve again even when the cached placement matches
+  bool disable_gpu_index = false;  // no FFN neurons on the device (attention only)
+  // What sessions will need, so the budget leaves room for it: their context (0: the model's, at
+  // most 4096), count, prompt batch, cache type, and sparse mode (Predictor places predictors).
+  int32_t n_ctx = 0;
+  int32_t n_seq = 1;
+  int32_t n_batch = 512;
+  KvType kv_type = KvType::F16;
+  SparseMode sparse = SparseMode::Auto;
+};
+
+struct LoadOptions {
+  bool use_mmap = true;
+  DeviceOptions device;
+};
+
 class Model {
  public:
   // Maps and validates the GGUF file. Throws hearth::Error with a clear message (file, key or
   // tensor named) on any problem: missing file, not GGUF, truncated, unsupported arch or type.
   // use_mmap = false reads the file into private memory instead of mapping it (--no-mmap).
   static std::shared_ptr<const Model> load(const std::string& path, bool use_mmap = true);
+  // The same, then places part of the model on a device (options.device). Throws hearth::Error
+  // when the device is missing or the budget exceeds its free memory.
+  static std::shared_ptr<const Model> load(const std::string& path, const LoadOptions& options);
   ~Model();
 
   const ModelConfig& config() const;
@@ -38,6 +71,14 @@ class Model {
   bool has_gate_thresholds() const;
   // Whether the file is a PowerInfer model (magic PWRI).
   bool is_powerinfer() const;
+
+  // The device part of the model: its name (empty when CPU only) and one line on what was placed
+  // there and why (empty when CPU only).
+  std::string device_name() const;
+  const std::string& placement_note() const;
+  // Device memory in use now and at most, in bytes (0 without a device).
+  uint64_t device_allocated() const;
+  uint64_t device_peak_allocated() const;
 
   // Tokenizer.
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "hearth/model.h"
 #include "hearth/types.h"
@@ -44,6 +45,8 @@ struct SessionOptions {
   bool sparse_prompt = false;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions.
   FfnObserver* ffn_observer = nullptr;
+  // Record a timeline of the host's and the device's work (write_trace).
+  bool trace = false;
 };
 
 // FFN neuron counts and weight traffic accumulated since the session was made (or
@@ -96,6 +99,12 @@ class Session {
   void reset_stats();
 
   const Model& model() const;
+
+  // Writes the timeline recorded since construction (SessionOptions::trace) as Chrome trace JSON;
+  // throws hearth::Error when tracing is off or the file cannot be written.
+  void write_trace(const std::string& path) const;
+  // Share of the host's decode time during which the device was busy (0 without trace or device).
+  double device_busy_fraction() const;
 
   struct Impl;
 

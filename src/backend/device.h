@@ -61,6 +61,7 @@ struct DeviceSessionOptions {
   SparseMode mode = SparseMode::Dense;    // never Auto
   std::vector<float> thresholds;          // [n_layer] FfnWeights::threshold
   std::vector<float> down_thresholds;     // [n_layer] FfnWeights::down_threshold
+  int64_t predictor_width = 0;            // the widest fc1 (rows), for scratch sizing
 };
 
 // One session's state on the device: its KV caches and activation buffers. Calls come from the

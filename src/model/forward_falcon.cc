@@ -43,7 +43,7 @@ void Session::Impl::forward_falcon(int64_t n) {
 
     // FFN on h, predicted from the layer input x; then x += (ffn + attention), summed in
     // llama.cpp's order.
-    ffn.run(ctx, ffn_weights[il], xns, xs, n, fo, stats);
+    run_ffn(il, xns, xs, n);
     linear(ctx, l.wo, att.f32(), n, xns);
     vec_add(isa, xns, fo, n * n_embd);
     vec_add(isa, xs, xns, n * n_embd);

@@ -11,32 +11,17 @@ void Session::Impl::forward_llama(int64_t n) {
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
-  const int64_t n_embd = c.n_embd;
-  const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
   const int64_t pos0 = n_past;
   float* const xs = x.f32();
   float* const xns = xn.f32();
 
   for (size_t il = 0; il < w.layers.size(); ++il) {
-    const LayerWeights& l = w.layers[il];
-    // Attention block: x += wo · attention(rope(wq · norm(x)), kv cache)
-    rms_norm_rows(ctx, xs, l.attn_norm, c.norm_eps, n, n_embd, xns);
-    linear(ctx, l.wq, xns, n, q.f32());
-    linear(ctx, l.wk, xns, n, k.f32());
-    linear(ctx, l.wv, xns, n, v.f32());
-    rope.apply(q.f32(), n, n_head, head_dim, pos0);
-    rope.apply(k.f32(), n, static_cast<int>(c.n_head_kv), head_dim, pos0);
-    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
-    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
-    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
-              attn_ws.data());
-    linear(ctx, l.wo, att.f32(), n, xns);
-    vec_add(isa, xs, xns, n * n_embd);
-
-    // FFN block: x += ffn(norm(x)); the predictor reads x itself (sparse/ffn.h).
-    rms_norm_rows(ctx, xs, l.ffn_norm, c.norm_eps, n, n_embd, xns);
-    ffn.run(ctx, ffn_weights[il], xns, xs, n, ffn_out.f32(), stats);
-    vec_add(isa, xs, ffn_out.f32(), n * n_embd);
+    // x += wo · attention(rope(wq · norm(x)), kv cache)  (model/attention_block.h)
+    run_attention(il, n, pos0);
+    // x += ffn(norm(x)); the predictor reads x itself (sparse/ffn.h).
+    rms_norm_rows(ctx, xs, w.layers[il].ffn_norm, c.norm_eps, n, c.n_embd, xns);
+    run_ffn(il, xns, xs, n);
+    vec_add(isa, xs, ffn_out.f32(), n * c.n_embd);
   }
 }
 

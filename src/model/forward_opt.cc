@@ -48,7 +48,7 @@ void Session::Impl::forward_opt(int64_t n) {
     vec_add(isa, xs, xns, n * n_embd);
 
     layer_norm_rows(ctx, xs, l.ffn_norm, l.ffn_norm_b, c.norm_eps, n, n_embd, xns);
-    ffn.run(ctx, ffn_weights[il], xns, xs, n, ffn_out.f32(), stats);
+    run_ffn(il, xns, xs, n);
     vec_add(isa, xs, ffn_out.f32(), n * n_embd);
   }
 }

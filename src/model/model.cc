@@ -10,8 +10,15 @@ Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 std::shared_ptr<const Model> Model::load(const std::string& path, bool use_mmap) {
+  LoadOptions o;
+  o.use_mmap = use_mmap;
+  return load(path, o);
+}
+
+std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->file = gguf::GgufFile::open(path, use_mmap ? gguf::GgufFile::Load::Mmap : gguf::GgufFile::Load::Read);
+  impl->file = gguf::GgufFile::open(
+      path, options.use_mmap ? gguf::GgufFile::Load::Mmap : gguf::GgufFile::Load::Read);
   impl->config = read_config(*impl->file);
   impl->family = arch_family(impl->config);
   impl->weights = bind_weights(*impl->file, impl->config);
@@ -20,7 +27,17 @@ std::shared_ptr<const Model> Model::load(const std::string& path, bool use_mmap)
     fail(path, ": the tokenizer has ", impl->tokenizer->n_vocab(),
          " tokens but token_embd.weight has ", impl->config.n_vocab, " rows");
   }
+  place_on_device(*impl, options.device);
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
+}
+
+std::string Model::device_name() const { return impl_->device ? impl_->device->name() : ""; }
+const std::string& Model::placement_note() const { return impl_->placement_note; }
+uint64_t Model::device_allocated() const {
+  return impl_->device ? impl_->device->allocated() : 0;
+}
+uint64_t Model::device_peak_allocated() const {
+  return impl_->device ? impl_->device->peak_allocated() : 0;
 }
 
 const ModelConfig& Model::config() const { return impl_->config; }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "backend/device.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"
 #include "model/config.h"
@@ -20,6 +21,15 @@ struct Model::Impl {
   Weights weights;
   std::unique_ptr<text::Tokenizer> tokenizer;
 
+  // Hybrid execution (model_device.cc): the device holding part of the model, or null when the
+  // CPU runs everything.
+  std::unique_ptr<backend::Device> device;
+  std::vector<uint8_t> device_attention;   // [n_layer] the layer's attention runs on the device
+  std::vector<int64_t> device_hot;         // [n_layer] FFN neurons on the device
+  std::vector<std::vector<int32_t>> cold;  // [n_layer] the others, where the device has some
+  backend::DeviceSessionOptions device_session;  // what the placement left room for
+  std::string placement_note;
+
   // Transposed ffn_down for layers whose file lacks ffn_down_t, made on first use by a sparse
   // session (dense sessions never pay for it); thread-safe, then immutable.
   const sparse::NeuronMajorDown& neuron_major_down() const {
@@ -33,5 +43,8 @@ struct Model::Impl {
   mutable std::once_flag neuron_major_once_;
   mutable sparse::NeuronMajorDown neuron_major_;
 };
+
+// Places part of the model on the device options name (model_device.cc); nothing for "none".
+void place_on_device(Model::Impl& m, const DeviceOptions& options);
 
 }  // namespace hearth

@@ -11,14 +11,6 @@
 
 namespace hearth {
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
-  const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) throw std::bad_alloc();
-  ptr_.reset(p);
-}
-void AlignedBuffer::Free::operator()(void* p) const { std::free(p); }
-
 namespace {
 
 constexpr int64_t kDefaultMaxCtx = 4096;
@@ -88,8 +80,10 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   rope = RopeTable(rp, n_ctx);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    k_cache.emplace_back(kv_cache_bytes(attn));
-    v_cache.emplace_back(kv_cache_bytes(attn));
+    // Layers whose attention the device runs keep their cache there.
+    const bool on_device = model.device && model.device_attention[static_cast<size_t>(l)];
+    k_cache.emplace_back(on_device ? 0 : kv_cache_bytes(attn));
+    v_cache.emplace_back(on_device ? 0 : kv_cache_bytes(attn));
   }
   const size_t b = static_cast<size_t>(n_batch) * sizeof(float);
   const size_t q_dim = static_cast<size_t>(c.n_head * c.head_dim);
@@ -102,7 +96,9 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   logits.resize(static_cast<size_t>(c.n_vocab));
+  attn_scratch = AttentionScratch{xn.f32(), q.f32(), k.f32(), v.f32(), att.f32(), attn_ws.data()};
   bind_ffn(o.sparse_threshold);
+  open_device(o);
 }
 
 // The threshold layer il decides with in the session's mode: the predictor's score threshold
@@ -179,6 +175,15 @@ void Session::reset() { impl_->n_past = 0; }
 const Model& Session::model() const { return *impl_->model_ref; }
 SparseMode Session::sparse_mode() const { return impl_->sparse_mode; }
 const SparseStats& Session::sparse_stats() const { return impl_->stats; }
+
+void Session::write_trace(const std::string& path) const {
+  if (!impl_->trace) fail("no trace was recorded: make the session with tracing on (--trace)");
+  impl_->trace->write_json(path);
+}
+
+double Session::device_busy_fraction() const {
+  return impl_->trace && impl_->device ? impl_->trace->device_busy_fraction() : 0.0;
+}
 void Session::reset_stats() { impl_->stats = SparseStats{}; }
 
 }  // namespace hearth

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "core/aligned_buffer.h"
 #include "hearth/session.h"
+#include "core/trace.h"
+#include "model/attention_block.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -15,23 +18,6 @@
 #include "sparse/ffn.h"
 
 namespace hearth {
-
-// 64-byte aligned float/byte storage (the attention workspace and SIMD-friendly activations).
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t bytes);
-  void* data() const { return ptr_.get(); }
-  float* f32() const { return static_cast<float*>(ptr_.get()); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  struct Free {
-    void operator()(void* p) const;
-  };
-  std::unique_ptr<void, Free> ptr_;
-  size_t bytes_ = 0;
-};
 
 struct Session::Impl {
   Impl(std::shared_ptr<const Model> model, const SessionOptions& options);
@@ -61,7 +47,13 @@ struct Session::Impl {
   AlignedBuffer att;    // [n_batch, n_head * head_dim]
   AlignedBuffer ffn_out;  // [n_batch, n_embd]
   AlignedBuffer attn_ws;
+  AttentionScratch attn_scratch;  // views of xn, q, k, v, att, attn_ws
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
+  // Hybrid execution: this session's part on the model's device, and per layer the host's FFN
+  // restricted to the cold neurons (where the device has hot ones).
+  std::unique_ptr<backend::DeviceSession> device;
+  std::vector<sparse::FfnWeights> ffn_cold;
+  std::unique_ptr<TraceRecorder> trace;
   sparse::FfnExecutor ffn;
   uint64_t non_ffn_bytes = 0;  // attention and output weights read by one forward pass
   std::vector<float> logits;  // [n_vocab] of the last token
@@ -78,6 +70,12 @@ struct Session::Impl {
   // The final norm and output projection, from the residual stream the family's pass leaves in x.
   void output_head(int64_t n, float* all_logits);
   void check_tokens(std::span<const int32_t> tokens) const;
+  // x[n, n_embd] += attention of layer il (Llama family), on the device when it holds the layer.
+  void run_attention(size_t il, int64_t n, int64_t pos0);
+  // ffn_out[n, n_embd] = FFN of layer il over xn (p: the predictor's input); hot neurons on the
+  // device and cold ones on the host at the same time when the layer is split (session_ffn.cc).
+  void run_ffn(size_t il, const float* xn, const float* p, int64_t n);
+  void open_device(const SessionOptions& o);
   // Per layer: the FFN's matrices and threshold. threshold_override: SessionOptions'.
   void bind_ffn(float threshold_override);
   float layer_threshold(size_t il, float threshold_override) const;

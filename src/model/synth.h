@@ -49,6 +49,12 @@ void validate(const SynthOptions& options);
 // Writes the model as GGUF v3 in llama.cpp's layout, with a byte-level SentencePiece vocabulary.
 void write_synthetic_model(const SynthOptions& options, const std::string& path);
 
+// Measures how often each FFN neuron of the model at `path` fires on n_tokens random tokens (a
+// dense session, n_threads threads) and adds it to the file as calibration does
+// (blk.N.ffn_act_freq, docs/formats.md), so the placement solver can use it.
+void add_activation_stats(const std::string& path, int64_t n_tokens, uint64_t seed,
+                          int n_threads);
+
 // Sparse models: the predictor width used when predictor_width is 0. The largest width up to
 // n_embd / 8 whose predictor (fc1 + fc2, f16) stays within 8% of the FFN's bytes per token, and
 // at least 8.

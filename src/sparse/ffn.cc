@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/error.h"
 #include "model/linear.h"
 #include "ops/sparse_matmul.h"
 #include "ops/vec.h"
@@ -50,18 +51,25 @@ FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_
   std::iota(all_.begin(), all_.end(), 0);
 }
 
+uint64_t FfnExecutor::buffer_bytes() const {
+  const auto f = [](const auto& v) { return static_cast<uint64_t>(v.size() * sizeof(v[0])); };
+  return f(gate_) + f(up_) + f(hidden_) + f(score_) + f(idx_) + f(all_) + f(act_) + f(keep_);
+}
+
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                       int64_t n, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
   threshold_ = w.threshold;
   down_threshold_ = w.down_threshold;
   const bool small = n <= kMaxSparseBatch;
+  if (w.neurons && !small) fail("FfnExecutor: a neuron subset needs batches of at most ", kMaxSparseBatch, " tokens");
   const SparseMode mode = small || mode_.masked_batches ? mode_.mode : SparseMode::Dense;
   if (mode == SparseMode::Predictor) {
     predict(ctx, w, p, n, stats);
     if (mode_.audit) audit(ctx, w, xn, n, stats);
   }
-  if (mode != SparseMode::Dense && small) {
+  // A subset is gathered even in Dense mode: its rows are scattered over the matrices.
+  if ((mode != SparseMode::Dense || w.neurons) && small) {
     run_sparse(ctx, w, xn, n, out, stats);
   } else {
     run_dense(ctx, w, xn, p, n, mode, out, stats);
@@ -211,26 +219,52 @@ void FfnExecutor::add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* 
 }
 
 
-// Whether neuron i fires for token t: a non-zero activation in `full` (oracle) or a predictor
-// score at the threshold.
+// Whether neuron i fires for token t: a non-zero activation in `full` (oracle), a predictor
+// score at the threshold, or always (Dense, which only gets here with a neuron subset).
 bool FfnExecutor::fires(const float* full, int64_t t, int64_t i) const {
   const int64_t at = t * shape_.n_ff + i;
-  return full ? full[at] != 0.0f : score_[at] >= threshold_;
+  if (full) return full[at] != 0.0f;
+  return mode_.mode == SparseMode::Dense || score_[at] >= threshold_;
 }
 
-// Compacts the neurons that fire for any of the n tokens into idx_ (ascending) and returns how
-// many; counts each token's own active neurons into stats (when given).
-int64_t FfnExecutor::select_active(const float* full, int64_t n, SparseStats* stats) {
+// Compacts the candidates (w's subset, else all neurons) that fire for any of the n tokens into
+// idx_ (ascending) and returns how many; counts each token's own active neurons into stats (when
+// given).
+int64_t FfnExecutor::select_active(const FfnWeights& w, const float* full, int64_t n,
+                                   SparseStats* stats) {
+  const int32_t* cand = w.neurons ? w.neurons : all_.data();
+  const int64_t n_cand = w.neurons ? w.n_neurons : shape_.n_ff;
   int64_t k = 0;
   uint64_t active = 0;
-  for (int64_t i = 0; i < shape_.n_ff; ++i) {
+  for (int64_t c = 0; c < n_cand; ++c) {
+    const int32_t i = cand[c];
     int64_t hits = 0;
     for (int64_t t = 0; t < n; ++t) hits += fires(full, t, i) ? 1 : 0;
-    if (hits) idx_[k++] = static_cast<int32_t>(i);
+    if (hits) idx_[k++] = i;
     active += static_cast<uint64_t>(hits);
   }
   if (stats) stats->neurons_active += active;
   return k;
+}
+
+// g[n, n_ff] = act(gate · xn) (or act(up · xn)) over w's neuron subset, zero elsewhere: the
+// oracle's full activations without reading the rows a device computes.
+void FfnExecutor::subset_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                                     int64_t n, float* g) {
+  const int64_t n_ff = shape_.n_ff, kc = w.n_neurons;
+  const bool gated = w.gate && w.gate->present();
+  float* const tmp = up_.data();  // [n, kc]; up_ is free until the activations are gathered
+  gather(ctx, gated ? *w.gate : *w.up, w.neurons, kc, xn, n, tmp);
+  if (!gated && w.up_bias) {
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < kc; ++j) tmp[t * kc + j] += w.up_bias[w.neurons[j]];
+    }
+  }
+  activate(ctx.isa(), shape_.act, tmp, n * kc, tmp);
+  std::fill(g, g + n * n_ff, 0.0f);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < kc; ++j) g[t * n_ff + w.neurons[j]] = tmp[t * kc + j];
+  }
 }
 
 // Drops from idx_ and a[n, k] (in place; rows become [n, k'] with k' the result) the neurons
@@ -266,19 +300,24 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
   // [n, n_ff], those at or below the threshold zeroed.
   const float* full = nullptr;
   if (mode_.mode == SparseMode::Oracle || mode_.mode == SparseMode::Threshold) {
-    if (gated) {
-      linear(ctx, *w.gate, xn, n, g);
+    if (w.neurons) {
+      subset_activations(ctx, w, xn, n, g);
+      stats.weight_bytes += rows_bytes(gated ? w.gate : w.up, w.n_neurons);
     } else {
-      up_all(ctx, w, xn, n, g);
+      if (gated) {
+        linear(ctx, *w.gate, xn, n, g);
+      } else {
+        up_all(ctx, w, xn, n, g);
+      }
+      activate(isa, shape_.act, g, n * shape_.n_ff, g);
+      stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
     }
-    activate(isa, shape_.act, g, n * shape_.n_ff, g);
     if (threshold_ > 0.0f) mask_below(g, n * shape_.n_ff, threshold_);
-    stats.weight_bytes += (gated ? w.gate : w.up)->bytes();
     full = g;
   }
   // Threshold counts the neurons that reach the down projection, below.
   const bool two_stage = mode_.mode == SparseMode::Threshold && down_threshold_ > 0.0f;
-  int64_t k = select_active(full, n, two_stage ? nullptr : &stats);
+  int64_t k = select_active(w, full, n, two_stage ? nullptr : &stats);
 
   // a[n, k] in `u`: the activations of the active neurons, each token keeping only its own.
   if (full) {
@@ -335,7 +374,7 @@ void FfnExecutor::predicted_activations(cpu::CpuContext& ctx, const FfnWeights& 
   } else {
     activate(ctx.isa(), shape_.act, u, n * k, u);
   }
-  if (n > 1) {
+  if (n > 1 && mode_.mode != SparseMode::Dense) {
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t j = 0; j < k; ++j) {
         if (!fires(nullptr, t, idx[j])) u[t * k + j] = 0.0f;

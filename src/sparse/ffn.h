@@ -49,6 +49,11 @@ struct FfnWeights {
   // Threshold: of the active neurons, those with |act(gate) · up| <= down_threshold skip their
   // down row too (TEAL's rule for the down projection's input).
   float down_threshold = 0.0f;
+  // The neurons this executor may compute (ascending ids), when a device computes the others
+  // (hybrid execution: these are the layer's cold neurons); nullptr: all n_ff. Only for runs of
+  // at most kMaxSparseBatch tokens. The decisions per neuron are the mode's, as without a subset.
+  const int32_t* neurons = nullptr;
+  int64_t n_neurons = 0;
 };
 
 struct FfnShape {
@@ -78,6 +83,9 @@ class FfnExecutor {
   void run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p, int64_t n,
            float* out, SparseStats& stats);
 
+  // Bytes of the buffers it holds (a device that runs it charges them to its memory).
+  uint64_t buffer_bytes() const;
+
  private:
   void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                  int64_t n, SparseMode mode, float* out, SparseStats& stats);
@@ -98,7 +106,9 @@ class FfnExecutor {
                  int64_t k, float* u);
   void add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const;
   bool fires(const float* full, int64_t t, int64_t i) const;
-  int64_t select_active(const float* full, int64_t n, SparseStats* stats);
+  int64_t select_active(const FfnWeights& w, const float* full, int64_t n, SparseStats* stats);
+  void subset_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
+                          float* g);
   void oracle_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
                           const float* full, int64_t n, int64_t k, float* u);
   void predicted_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,

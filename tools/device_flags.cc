@@ -1,0 +1,59 @@
+#include "device_flags.h"
+
+#include <cstdio>
+
+namespace hearth::cli {
+
+void DeviceFlags::add_to(CLI::App& app) {
+  app.add_option("--device", device,
+                 "where part of the model runs: auto (a CUDA GPU if any), none (CPU only), cuda, "
+                 "or standin (a CPU stand-in for a GPU, for tests)")
+      ->check(CLI::IsMember({"auto", "none", "cuda", "standin"}))
+      ->capture_default_str();
+  app.add_option("--vram-budget", vram_budget,
+                 "GiB of device memory to use (default: the free memory less a margin)")
+      ->type_name("GiB");
+  app.add_option("--standin-vram", standin_vram, "memory of the stand-in device")
+      ->type_name("GiB")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--standin-threads", standin_threads, "threads of the stand-in device")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--placement", placement,
+                 "what goes on the device first: neurons (the most active FFN neurons of every "
+                 "layer, hybrid sparse) or layers (whole layers in order, like -ngl)")
+      ->check(CLI::IsMember({"neurons", "layers"}))->capture_default_str();
+  app.add_flag("--reset-gpu-index", reset_gpu_index,
+               "solve the placement again even when a cached one matches");
+  app.add_flag("--disable-gpu-index", disable_gpu_index,
+               "keep every FFN neuron on the CPU (the device runs attention only)");
+}
+
+LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) const {
+  LoadOptions o;
+  o.use_mmap = !sf.no_mmap;
+  DeviceOptions& d = o.device;
+  d.device = device;
+  d.vram_budget_gib = vram_budget;
+  d.standin_gib = standin_vram;
+  d.standin_threads = standin_threads;
+  d.placement = placement;
+  d.reset_gpu_index = reset_gpu_index;
+  d.disable_gpu_index = disable_gpu_index;
+  const SessionOptions so = sf.options();
+  d.n_ctx = so.n_ctx;
+  d.n_seq = n_seq;
+  d.n_batch = so.n_batch;
+  d.kv_type = so.kv_type;
+  d.sparse = so.sparse;
+  return o;
+}
+
+std::shared_ptr<const Model> load_model(const std::string& path, const SessionFlags& sf,
+                                        const DeviceFlags& df, int32_t n_seq) {
+  auto model = Model::load(path, df.load_options(sf, n_seq));
+  if (!model->placement_note().empty()) {
+    std::fprintf(stderr, "hearth: %s\n", model->placement_note().c_str());
+  }
+  return model;
+}
+
+}  // namespace hearth::cli
