@@ -25,4 +25,10 @@ void quantize_rows(DType t, const float* x, void* y, int64_t rows, int64_t cols)
 void quantize_block_q8_0(const float* x, BlockQ8_0* y);  // x[32]
 void quantize_block_q4_0(const float* x, BlockQ4_0* y);  // x[32]
 
+// Q4_0 with the scale of each block chosen for the least squared error (quantize_search.cc):
+// valid blocks, not byte-identical to ggml's. quantize_row_search is quantize_row with it for
+// Q4_0 (other types as quantize_row); `hearth quantize` writes weights with it.
+void quantize_block_q4_0_search(const float* x, BlockQ4_0* y);  // x[32]
+void quantize_row_search(DType t, const float* x, void* y, int64_t n);
+
 }  // namespace hearth

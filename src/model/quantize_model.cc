@@ -100,7 +100,7 @@ TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bo
 }
 
 // Dequantizes each row to float and stores it in the target type.
-void convert_tensor(const gguf::TensorInfo& t, DType to, uint8_t* dst) {
+void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, uint8_t* dst) {
   const auto from = static_cast<DType>(t.type);
   const int64_t n = t.ne[0];
   const int64_t rows = t.n_elements() / n;
@@ -108,7 +108,11 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, uint8_t* dst) {
   std::vector<float> row(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(from, t.data + r * in_row, row.data(), n);
-    quantize_row(to, row.data(), dst + r * out_row, n);
+    if (search) {
+      quantize_row_search(to, row.data(), dst + r * out_row, n);
+    } else {
+      quantize_row(to, row.data(), dst + r * out_row, n);
+    }
   }
 }
 
@@ -183,8 +187,9 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
     // at a time; the input stays mapped (paged in and out by the kernel).
     const uint64_t nbytes = static_cast<uint64_t>(t.n_elements() / t.ne[0] * row_bytes(p.to, t.ne[0]));
     const DType to = p.to;
+    const bool search = options.search_scales;
     w.add_tensor_lazy(t.name, static_cast<uint32_t>(to), ne, nbytes,
-                      [&t, to](uint8_t* dst) { convert_tensor(t, to, dst); });
+                      [&t, to, search](uint8_t* dst) { convert_tensor(t, to, search, dst); });
   }
   w.write(out);
   std::error_code ec;

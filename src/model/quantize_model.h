@@ -22,6 +22,9 @@ struct QuantizeOptions {
   // output is tied to it) instead of the target type. llama.cpp's own default mixture keeps it at
   // Q6_K for 4-bit targets; Hearth has no Q6_K, so `--output-tensor-type q8_0` is the closest.
   std::optional<DType> output_type;
+  // Q4_0 scales chosen per block for the least squared error (quantize_block_q4_0_search) instead
+  // of ggml's reference rounding (--reference-rounding turns this off for byte-identical files).
+  bool search_scales = true;
 };
 
 // A matrix that could not take its type (`wanted`) because its row length is not a multiple of the
