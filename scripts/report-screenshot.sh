@@ -22,17 +22,8 @@ if [[ ! -f $page ]]; then
   exit 1
 fi
 
-browser=""
-for candidate in chromium chromium-browser; do
-  if command -v "$candidate" >/dev/null 2>&1; then
-    browser=$candidate
-    break
-  fi
-done
-if [[ -z $browser ]]; then
-  echo "error: chromium is not installed; install Debian's package with: apt-get install -y chromium" >&2
-  exit 1
-fi
+# shellcheck source=scripts/chromium.sh
+source "$(dirname -- "$0")/chromium.sh"
 
 out_dir=$(dirname -- "$out")
 mkdir -p -- "$out_dir"

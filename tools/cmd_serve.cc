@@ -39,8 +39,8 @@ void log_line(const std::string& line) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  CLI::App app("OpenAI-compatible HTTP server: /v1/chat/completions, /v1/completions, /v1/models, "
-               "/health, /metrics, /tokenize, /detokenize", "serve");
+  CLI::App app("OpenAI-compatible HTTP server: a chat page at /, /v1/chat/completions, "
+               "/v1/completions, /v1/models, /health, /metrics, /tokenize, /detokenize", "serve");
   server::ServerOptions o;
   std::string model_path;
   int n_queue = 0;
@@ -55,7 +55,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--queue", n_queue, "requests that may wait for a slot (default: 4 per slot)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--api-key", o.api_key,
-                 "require 'Authorization: Bearer KEY' on every endpoint but /health");
+                 "require 'Authorization: Bearer KEY' on every endpoint but /health and the "
+                 "chat page at / (which asks for the key)");
   app.add_option("--chat-template", o.chat_template,
                  "template family: " + text::chat_family_names() + " (default: from the model)")
       ->check(

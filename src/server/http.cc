@@ -1,10 +1,16 @@
 #include "server/http.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 
 #include "core/error.h"
 
@@ -32,6 +38,57 @@ class SinkAdapter final : public StreamSink {
   httplib::DataSink& sink_;
   bool ok_ = true;
 };
+
+// The numeric address and port of one end of a socket, written as httplib writes
+// Request::remote_addr and local_addr.
+bool socket_end(int fd, bool peer, std::string& addr, int& port) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  auto* sa = reinterpret_cast<sockaddr*>(&ss);
+  if ((peer ? getpeername(fd, sa, &len) : getsockname(fd, sa, &len)) != 0) return false;
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  const int flags = NI_NUMERICHOST | NI_NUMERICSERV;
+  if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, flags) != 0) return false;
+  addr = host;
+  port = std::atoi(serv);
+  return true;
+}
+
+// cpp-httplib 0.11 (Debian 12's) shows a handler neither its connection's socket nor whether
+// the client is gone (Request::is_connection_closed came in later versions). A handler runs while
+// its connection is open, so the socket is one of this process's descriptors: the one whose two
+// ends are the request's addresses. -1 when none is (not Linux, or the addresses are unknown).
+int find_socket(const httplib::Request& req) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const int fd = std::atoi(entry.path().filename().c_str());
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    std::string addr;
+    int port = 0;
+    if (!socket_end(fd, /*peer=*/true, addr, port) || port != req.remote_port ||
+        addr != req.remote_addr) {
+      continue;
+    }
+    if (req.local_port > 0 &&
+        (!socket_end(fd, /*peer=*/false, addr, port) || port != req.local_port)) {
+      continue;
+    }
+    return fd;
+  }
+  return -1;
+}
+
+// Whether the peer has closed the connection, without waiting and without consuming anything:
+// readable with nothing to read is the client's FIN (as httplib's own is_socket_alive tells it).
+bool socket_closed(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 0) <= 0) return false;  // nothing arrived: the client is still there
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
 
 HttpRequest to_request(const httplib::Request& req) {
   HttpRequest r;
@@ -79,7 +136,13 @@ struct HttpServer::Impl {
 
   httplib::Server::Handler wrap(HttpHandler handler) {
     return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-      fill_response(handler(to_request(req)), res);
+      HttpRequest ours = to_request(req);
+      // The socket is looked for on the first poll only: most handlers never ask.
+      ours.is_connection_closed = [&req, fd = -2]() mutable {
+        if (fd == -2) fd = find_socket(req);
+        return fd >= 0 && socket_closed(fd);
+      };
+      fill_response(handler(ours), res);
     };
   }
 };

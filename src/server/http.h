@@ -17,9 +17,15 @@ struct HttpRequest {
   std::string path;
   std::string body;
   std::map<std::string, std::string> headers;  // names in lower case
+  // Set by HttpServer, valid during the handler call only; see connection_closed().
+  std::function<bool()> is_connection_closed;
 
   // The header's value, or "" when absent (name in any case).
   std::string header(std::string_view name) const;
+  // True once the client has closed its end of the connection. A handler that answers only at
+  // the end (a non-streaming completion) polls it between tokens, so that work nobody will read
+  // stops and frees its slot. A poll costs a system call; false when it cannot be told.
+  bool connection_closed() const { return is_connection_closed && is_connection_closed(); }
 };
 
 // Where a streaming response writes. write() returns false once the client is gone; the producer

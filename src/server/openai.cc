@@ -222,12 +222,13 @@ std::string format_content(std::string_view content) {
 std::string format_response(const CompletionInfo& info, std::string_view text,
                             std::string_view finish_reason, const Usage& usage) {
   json r = base_object(info);
-  json choice = {{"index", 0}, {"finish_reason", std::string(finish_reason)}};
+  // logprobs is never computed, but OpenAI's schema has the field (null) in both kinds of choice.
+  json choice = {
+      {"index", 0}, {"finish_reason", std::string(finish_reason)}, {"logprobs", nullptr}};
   if (info.endpoint == Endpoint::Chat) {
     choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
   } else {
     choice["text"] = std::string(text);
-    choice["logprobs"] = nullptr;
   }
   r["choices"] = json::array({choice});
   r["usage"] = usage_json(usage);

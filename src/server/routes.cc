@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "server/chat_page.h"
 #include "server/openai.h"
 #include "server/server_state.h"
 
@@ -68,10 +69,17 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   return g;
 }
 
-HttpResponse wait_for_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info) {
+// The whole answer at the end. Between tokens, and every 250 ms while queued, it checks that the
+// client is still there: one that left gets its job cancelled, which frees the slot at once.
+HttpResponse wait_for_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info,
+                             const HttpRequest& http) {
   std::string text, piece;
   for (;;) {
-    switch (job->next(piece, 1s)) {
+    if (http.connection_closed()) {
+      job->cancel();
+      return error_response(499, "the client closed the connection");  // nobody reads it
+    }
+    switch (job->next(piece, 250ms)) {
       case GenerationJob::Event::Text: text += piece; break;
       case GenerationJob::Event::Timeout: break;
       case GenerationJob::Event::Failed:
@@ -130,7 +138,7 @@ HttpResponse complete(Server::State& s, const HttpRequest& http, Endpoint endpoi
   }
   CompletionInfo info{endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
                       s.model_id, static_cast<int64_t>(std::time(nullptr))};
-  return stream ? stream_result(job, info) : wait_for_result(job, info);
+  return stream ? stream_result(job, info) : wait_for_result(job, info, http);
 }
 
 HttpResponse tokenize(const Server::State& s, const HttpRequest& http) {
@@ -151,8 +159,8 @@ HttpResponse detokenize(const Server::State& s, const HttpRequest& http) {
   return json_response(200, format_content(text));
 }
 
-// Wraps a handler with the checks every endpoint but /health shares: the API key, the loading
-// state, and the translation of errors into OpenAI error bodies.
+// Wraps a handler with the checks every endpoint but /health and the chat page share: the API
+// key, the loading state, and the translation of errors into OpenAI error bodies.
 HttpHandler guarded(Server::State& s, std::function<HttpResponse(const HttpRequest&)> handler) {
   return [&s, handler = std::move(handler)](const HttpRequest& req) {
     if (!s.options.api_key.empty() &&
@@ -175,10 +183,25 @@ HttpHandler guarded(Server::State& s, std::function<HttpResponse(const HttpReque
   };
 }
 
+HttpResponse chat_page() {
+  HttpResponse r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::string(embedded::chat_page_html());
+  // The page needs nothing but itself and this server's API; the policy keeps it that way.
+  r.headers["Content-Security-Policy"] =
+      "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+      "connect-src 'self'; img-src data:; base-uri 'none'";
+  r.headers["Cache-Control"] = "no-cache";
+  return r;
+}
+
 }  // namespace
 
 void add_routes(Server::State& s) {
   HttpServer& h = *s.http;
+  // Public like /health, as llama-server's page is: it holds no data, and the page asks for the
+  // API key itself and sends it with its API calls.
+  h.get("/", [](const HttpRequest&) { return chat_page(); });
   h.get("/health", [&s](const HttpRequest&) {
     return s.ready.load(std::memory_order_acquire)
                ? json_response(200, R"({"status":"ok"})")

@@ -116,12 +116,11 @@ void feed(int fd, const std::string& data) {
   close(fd);
 }
 
-CommandResult run_hearth_impl(const std::vector<std::string>& args, const std::string* input) {
+// Runs argv_store[0] (looked up on PATH when it has no '/') with its output captured.
+CommandResult run_impl(std::vector<std::string> argv_store, const std::string* input) {
   int in_pipe[2] = {-1, -1}, out_pipe[2], err_pipe[2];
   if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) throw std::runtime_error("pipe failed");
   if (input && pipe(in_pipe) != 0) throw std::runtime_error("pipe failed");
-  std::vector<std::string> argv_store = {HEARTH_BINARY};
-  argv_store.insert(argv_store.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_store) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -141,7 +140,7 @@ CommandResult run_hearth_impl(const std::vector<std::string>& args, const std::s
     dup2(err_pipe[1], 2);
     close(out_pipe[0]);
     close(err_pipe[0]);
-    execv(argv[0], argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   close(out_pipe[1]);
@@ -162,15 +161,23 @@ CommandResult run_hearth_impl(const std::vector<std::string>& args, const std::s
   return r;
 }
 
+std::vector<std::string> hearth_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {HEARTH_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 }  // namespace
 
 CommandResult run_hearth(const std::vector<std::string>& args) {
-  return run_hearth_impl(args, nullptr);
+  return run_impl(hearth_argv(args), nullptr);
 }
 
 CommandResult run_hearth_with_input(const std::vector<std::string>& args, const std::string& input) {
-  return run_hearth_impl(args, &input);
+  return run_impl(hearth_argv(args), &input);
 }
+
+CommandResult run_command(const std::vector<std::string>& argv) { return run_impl(argv, nullptr); }
 
 int count_lines(const std::string& s) {
   int n = 0;

@@ -43,6 +43,9 @@ struct CommandResult {
 CommandResult run_hearth(const std::vector<std::string>& args);
 // The same with `input` written to its stdin, which is then closed (interactive commands).
 CommandResult run_hearth_with_input(const std::vector<std::string>& args, const std::string& input);
+// Runs any program (argv[0], looked up on PATH when it has no '/'), no shell, stdin /dev/null;
+// exit code 127 when it cannot be started.
+CommandResult run_command(const std::vector<std::string>& argv);
 
 int count_lines(const std::string& s);
 

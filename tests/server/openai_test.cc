@@ -126,6 +126,15 @@ TEST(OpenAiFormat, ChatAndCompletionResponses) {
   EXPECT_EQ(t["object"], "text_completion");
   EXPECT_EQ(t["choices"][0]["text"], "\xEF\xBF\xBD");  // invalid UTF-8 replaced, not thrown
   EXPECT_EQ(t["model"], "m.gguf");
+  // The fields OpenAI's schema requires of both (the Node client's types read them).
+  EXPECT_EQ(c["id"], "chatcmpl-1");
+  EXPECT_EQ(t["id"], "cmpl-1");
+  for (const json& r : {c, t}) {
+    EXPECT_EQ(r["created"], 42);
+    EXPECT_EQ(r["choices"][0]["index"], 0);
+    ASSERT_TRUE(r["choices"][0].contains("logprobs")) << r;
+    EXPECT_TRUE(r["choices"][0]["logprobs"].is_null()) << r;
+  }
 }
 
 json event(const std::string& sse) {

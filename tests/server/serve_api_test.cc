@@ -14,15 +14,10 @@ namespace {
 
 using nlohmann::json;
 
-const std::vector<std::string> kSmallShape = {
-    "--n-embd", "64", "--n-layer", "2", "--n-ff", "96", "--n-head", "4", "--n-head-kv", "2",
-    "--n-vocab", "300", "--n-ctx", "256", "--type", "f32"};
-
 class ServeApi : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    server_ = new ServerProcess({"-m", synth_model("small", kSmallShape), "-c", "128",
-                                 "--parallel", "2", "-t", "1"});
+    server_ = new ServerProcess({"-m", small_model(), "-c", "128", "--parallel", "2", "-t", "1"});
   }
   static void TearDownTestSuite() {
     EXPECT_EQ(server_->stop(), 0) << "SIGTERM must end the server cleanly\n" << server_->log();
@@ -186,8 +181,7 @@ TEST_F(ServeApi, BodyOverTheLimitIs413AndUnknownPathIs404) {
 }
 
 TEST(ServeAuth, ApiKeyGuardsEverythingButHealth) {
-  ServerProcess server({"-m", synth_model("small", kSmallShape), "-c", "64", "-t", "1",
-                        "--api-key", "sesame"});
+  ServerProcess server({"-m", small_model(), "-c", "64", "-t", "1", "--api-key", "sesame"});
   auto c = server.client();
   EXPECT_EQ(get_json(c, "/health").status, 200);
   expect_error(get_json(c, "/v1/models"), 401, "API key");
@@ -198,8 +192,8 @@ TEST(ServeAuth, ApiKeyGuardsEverythingButHealth) {
 }
 
 TEST_F(ServeApi, PortInUseIsAClearError) {
-  const auto r = run_hearth({"serve", "-m", synth_model("small", kSmallShape), "--port",
-                             std::to_string(server_->port())});
+  const auto r =
+      run_hearth({"serve", "-m", small_model(), "--port", std::to_string(server_->port())});
   expect_clean_error(r, "cannot listen");
 }
 

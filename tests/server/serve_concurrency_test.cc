@@ -1,7 +1,8 @@
 // Slots and the queue under load: concurrent streaming clients all finish with the answers a lone
-// client gets, and a client that leaves mid-stream frees its slot at once.
+// client gets, and a client that leaves, streaming or not, frees its slot at once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <regex>
@@ -26,6 +27,16 @@ double metric(httplib::Client& c, const std::string& name) {
   return std::regex_search(r->body, m, re) ? std::stod(m[1]) : -1;
 }
 
+// Waits until `name` reads `value` on /metrics (false after 5 s).
+bool wait_metric(httplib::Client& c, const std::string& name, double value) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (metric(c, name) != value) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 // Big enough that a full-context reply (ignore_eos) takes seconds, so a slot still busy shows.
 std::string slow_model() {
   return synth_model("slow", {"--n-embd", "256", "--n-layer", "4", "--n-ff", "1024", "--n-head",
@@ -34,11 +45,8 @@ std::string slow_model() {
 }
 
 TEST(ServeConcurrency, EightStreamingClientsOnThreeSlots) {
-  ServerProcess server({"-m", synth_model("small", {"--n-embd", "64", "--n-layer", "2", "--n-ff",
-                                                    "96", "--n-head", "4", "--n-head-kv", "2",
-                                                    "--n-vocab", "300", "--n-ctx", "256",
-                                                    "--type", "f32"}),
-                        "-c", "128", "--parallel", "3", "--queue", "16", "-t", "1"});
+  ServerProcess server(
+      {"-m", small_model(), "-c", "128", "--parallel", "3", "--queue", "16", "-t", "1"});
   constexpr int kClients = 8;
   auto request = [](int i) {
     return json{{"prompt", "client " + std::to_string(i) + " says"}, {"max_tokens", 20},
@@ -75,7 +83,7 @@ TEST(ServeConcurrency, EightStreamingClientsOnThreeSlots) {
   }
   auto c = server.client();
   EXPECT_EQ(metric(c, "hearth_requests_total"), 2 * kClients);
-  EXPECT_EQ(metric(c, "hearth_slots_active"), 0);
+  EXPECT_TRUE(wait_metric(c, "hearth_slots_active", 0));
   EXPECT_EQ(server.stop(), 0);
 }
 
@@ -94,18 +102,37 @@ TEST(ServeConcurrency, ClientLeavingMidStreamFreesItsSlot) {
   EXPECT_LT(waited, 1.0) << "the slot of the client that left was not freed";
   // The abandoned reply stopped within a few tokens of the client leaving.
   EXPECT_LT(metric(c, "hearth_tokens_generated_total"), 200);
-  EXPECT_EQ(metric(c, "hearth_slots_active"), 0);
+  // The worker leaves the slot just after it hands over the last answer.
+  EXPECT_TRUE(wait_metric(c, "hearth_slots_active", 0));
   EXPECT_EQ(server.stop(), 0);
 }
 
-// Waits until `name` reads `value` on /metrics (false after 5 s).
-bool wait_metric(httplib::Client& c, const std::string& name, double value) {
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (metric(c, name) != value) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+TEST(ServeConcurrency, ClientLeavingANonStreamingRequestFreesItsSlot) {
+  ServerProcess server({"-m", slow_model(), "-c", "2048", "--parallel", "1", "-t", "1"});
+  auto c = server.client();
+  // What a full-context reply costs when nobody leaves: the time the slot would stay taken.
+  const auto t_full = Clock::now();
+  const auto full = post_json(c, "/v1/completions", json{{"prompt", "go"}, {"ignore_eos", true}});
+  ASSERT_EQ(full.status, 200) << full.raw;
+  const double full_s = std::chrono::duration<double>(Clock::now() - t_full).count();
+  const int full_tokens = full.body["usage"]["completion_tokens"];
+  {
+    // This client gives up long before its reply is complete and closes the connection.
+    auto leaving = server.client();
+    leaving.set_read_timeout(0, 300'000);
+    const std::string body = json{{"prompt", "go"}, {"ignore_eos", true}}.dump();
+    EXPECT_FALSE(leaving.Post("/v1/completions", body, "application/json"));
   }
-  return true;
+  const auto t0 = Clock::now();
+  const auto r = post_json(c, "/v1/completions", json{{"prompt", "next"}, {"max_tokens", 4}});
+  const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.status, 200) << r.raw;
+  EXPECT_LT(waited, std::min(1.0, full_s / 2)) << "the slot of the client that left was not freed "
+                                               << "(a full reply takes " << full_s << " s)";
+  // The abandoned reply stopped about when its client left.
+  EXPECT_LT(metric(c, "hearth_tokens_generated_total"), full_tokens * 1.5 + 4);
+  EXPECT_TRUE(wait_metric(c, "hearth_slots_active", 0));
+  EXPECT_EQ(server.stop(), 0);
 }
 
 TEST(ServeConcurrency, FullQueueAnswers503AndShutdownEndsEveryRequest) {

@@ -138,4 +138,10 @@ std::string synth_model(const std::string& name, const std::vector<std::string>&
   return made[name] = path;
 }
 
+std::string small_model() {
+  return synth_model("small", {"--n-embd", "64", "--n-layer", "2", "--n-ff", "96", "--n-head", "4",
+                               "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
+                               "f32"});
+}
+
 }  // namespace hearth::test

@@ -38,5 +38,7 @@ class ServerProcess {
 
 // A small Llama-shaped model made with `hearth synth` (once per process and shape).
 std::string synth_model(const std::string& name, const std::vector<std::string>& shape);
+// The small synthetic model most server tests use (64 wide, 2 layers, 300 tokens, context 256).
+std::string small_model();
 
 }  // namespace hearth::test
