@@ -38,5 +38,8 @@ class ServerProcess {
 
 // A small Llama-shaped model made with `hearth synth` (once per process and shape).
 std::string synth_model(const std::string& name, const std::vector<std::string>& shape);
+// Big enough that a full-context reply (ignore_eos, -c 2048) takes seconds, so a slot still busy
+// shows.
+std::string slow_model();
 
 }  // namespace hearth::test
