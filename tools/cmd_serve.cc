@@ -2,12 +2,12 @@
 // turns SIGINT/SIGTERM into a clean shutdown.
 #include <signal.h>
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <string>
 
 #include "cli_common.h"
+#include "device_flags.h"
 #include "commands.h"
 #include "server/server.h"
 #include "text/chat_template.h"
@@ -45,13 +45,22 @@ int cmd_serve(int argc, char** argv) {
   std::string model_path;
   int n_queue = 0;
   SessionFlags sf;
+  DeviceFlags df;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("--host", o.host, "address to listen on")->capture_default_str();
   app.add_option("--port", o.port, "port to listen on (0: any free port, printed on stderr)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
   app.add_option("--parallel", o.n_slots,
-                 "slots: requests generated at the same time, each with its own context")
+                 "slots: requests generated at the same time, batched in one forward pass per "
+                 "step, each with its own context of -c tokens")
       ->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--prompt-chunk", o.prompt_chunk,
+                 "prompt tokens evaluated per step while other slots generate")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  bool no_cache_prompt = false;
+  app.add_flag("--no-cache-prompt", no_cache_prompt,
+               "always evaluate the whole prompt (default: continue from a slot's cache that "
+               "starts with it)");
   app.add_option("--queue", n_queue, "requests that may wait for a slot (default: 4 per slot)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--api-key", o.api_key,
@@ -65,13 +74,12 @@ int cmd_serve(int argc, char** argv) {
           },
           "");
   sf.add_to(app);
+  df.add_to(app);
   return run_app(app, argc, argv, [&] {
     o.model_path = model_path;
-    o.use_mmap = !sf.no_mmap;
+    o.load = df.load_options(sf, o.n_slots);
     o.session = sf.options();
-    // Slots run side by side: without -t they share the machine's threads instead of each
-    // taking all of them.
-    if (sf.n_threads <= 0) o.session.n_threads = std::max(1, default_threads() / o.n_slots);
+    o.cache_prompt = !no_cache_prompt;
     o.queue_capacity = static_cast<size_t>(n_queue);
     install_signal_handlers();
     server::Server server(o);

@@ -1,5 +1,7 @@
-// A Session is one conversation with a Model: its KV cache, activation buffers and thread pool.
-// Buffers are sized at construction, so evaluating tokens never allocates.
+// A Session holds the state of one or more conversations with a Model: a KV cache per sequence,
+// activation buffers and a thread pool. Buffers are sized at construction, so evaluating tokens
+// never allocates. Several sequences evaluated in one forward pass (eval_batch) read the weights
+// once for all of them: that is how a server batches its clients.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +28,10 @@ class FfnObserver {
 };
 
 struct SessionOptions {
-  int32_t n_ctx = 0;      // 0: the model's training context, at most 4096
+  int32_t n_ctx = 0;      // per sequence; 0: the model's training context, at most 4096
   int32_t n_threads = 0;  // 0: all hardware threads
-  int32_t n_batch = 512;  // tokens evaluated per forward pass in prompt processing
+  int32_t n_batch = 512;  // tokens evaluated per forward pass (all sequences together)
+  int32_t n_seq = 1;      // sequences, each with its own KV cache of n_ctx positions
   KvType kv_type = KvType::F16;
   SparseMode sparse = SparseMode::Auto;
   // Predictor threshold: a neuron is active iff its score >= this. NaN: the model's
@@ -73,6 +76,12 @@ struct SparseStats {
   }
 };
 
+// Tokens appended to one sequence in an eval_batch() call.
+struct SeqTokens {
+  int32_t seq = 0;
+  std::span<const int32_t> tokens;
+};
+
 class Session {
  public:
   Session(std::shared_ptr<const Model> model, const SessionOptions& options);
@@ -89,10 +98,30 @@ class Session {
   // `out` must hold tokens.size() * n_vocab floats.
   void eval_all(std::span<const int32_t> tokens, std::span<float> out);
 
+  // Evaluates every chunk in ONE forward pass: each chunk's tokens are appended at the end of its
+  // sequence's context, and the logits [n_vocab] after the last token of chunk i go to
+  // logits[i * n_vocab, (i + 1) * n_vocab). Chunks are not empty, name distinct sequences, and hold
+  // at most n_batch() tokens together; otherwise, or when a chunk overflows its sequence's
+  // context, hearth::Error and nothing is evaluated.
+  // A sequence's results do not depend on what it is batched with, bit for bit, in dense mode
+  // (each token's matrix products, norms and attention are computed as if it were alone). The
+  // sparse modes decide per chunk as if it were alone too (chunks of at most 8 tokens take the
+  // sparse decode path, together), but the union of the active neurons can change which kernel
+  // computes a token's down projection: there results agree within float rounding.
+  void eval_batch(std::span<const SeqTokens> batch, std::span<float> logits);
+
+  // The calls without a sequence (eval, eval_all, n_past, reset) act on sequence 0.
   int32_t n_past() const;  // tokens in the context
-  int32_t n_ctx() const;
+  int32_t n_past(int32_t seq) const;
+  int32_t n_ctx() const;   // positions of each sequence
+  int32_t n_seq() const;
+  int32_t n_batch() const;
   int32_t n_threads() const;
   void reset();            // forget the context
+  void reset(int32_t seq);
+  // Keeps the first n tokens of the sequence's context (0 <= n <= n_past(seq)) and forgets the
+  // rest: a new prompt that starts with those tokens continues from there (prompt caching).
+  void truncate(int32_t seq, int32_t n);
 
   SparseMode sparse_mode() const;  // as resolved at construction (never Auto)
   const SparseStats& sparse_stats() const;

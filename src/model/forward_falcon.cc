@@ -16,8 +16,6 @@ void Session::Impl::forward_falcon(int64_t n) {
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
   const int64_t n_embd = c.n_embd;
-  const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
-  const int64_t pos0 = n_past;
   float* const xs = x.f32();    // [n, n_embd] residual stream
   float* const xns = xn.f32();  // [n, n_embd] h, then wo's output
   float* const fo = ffn_out.f32();
@@ -34,12 +32,7 @@ void Session::Impl::forward_falcon(int64_t n) {
     linear(ctx, l.wq, a, n, q.f32());
     linear(ctx, l.wk, a, n, k.f32());
     linear(ctx, l.wv, a, n, v.f32());
-    rope.apply(q.f32(), n, n_head, head_dim, pos0);
-    rope.apply(k.f32(), n, static_cast<int>(c.n_head_kv), head_dim, pos0);
-    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
-    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
-    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
-              attn_ws.data());
+    attend(il, /*rotate=*/true);
 
     // FFN on h, predicted from the layer input x; then x += (ffn + attention), summed in
     // llama.cpp's order.

@@ -11,13 +11,12 @@ void Session::Impl::forward_llama(int64_t n) {
   const ModelConfig& c = config;
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
-  const int64_t pos0 = n_past;
   float* const xs = x.f32();
   float* const xns = xn.f32();
 
   for (size_t il = 0; il < w.layers.size(); ++il) {
-    // x += wo · attention(rope(wq · norm(x)), kv cache)  (model/attention_block.h)
-    run_attention(il, n, pos0);
+    // x += wo · attention(rope(wq · norm(x)), kv cache), per sequence (run_attention)
+    run_attention(il, n);
     // x += ffn(norm(x)); the predictor reads x itself (sparse/ffn.h).
     rms_norm_rows(ctx, xs, w.layers[il].ffn_norm, c.norm_eps, n, c.n_embd, xns);
     run_ffn(il, xns, xs, n);

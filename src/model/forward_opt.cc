@@ -18,19 +18,18 @@ void Session::Impl::forward_opt(int64_t n) {
   const Weights& w = model.weights;
   const cpu::Isa isa = ctx.isa();
   const int64_t n_embd = c.n_embd;
-  const int64_t pos0 = n_past;
   float* const xs = x.f32();    // [n, n_embd] residual stream
   float* const xns = xn.f32();  // [n, n_embd] normed input / projection output
 
   // The position table ends the context: there is nothing to read past its last row.
   const int64_t n_pos = w.pos_embd.rows - w.pos_offset;
-  if (pos0 + n > n_pos) {
-    fail("position ", pos0 + n - 1, " is past the ", n_pos, " learned positions of this ", c.arch,
-         " model; use a context of at most ", n_pos, " tokens");
-  }
-  // x holds the token embeddings (forward.cc); add the learned positions.
+  // x holds the token embeddings (forward.cc); add the learned position of each token.
   for (int64_t t = 0; t < n; ++t) {
-    dequantize_row(w.pos_embd.type, w.pos_embd.row(pos0 + t + w.pos_offset), xns, n_embd);
+    if (row_pos[t] >= n_pos) {
+      fail("position ", row_pos[t], " is past the ", n_pos, " learned positions of this ", c.arch,
+           " model; use a context of at most ", n_pos, " tokens");
+    }
+    dequantize_row(w.pos_embd.type, w.pos_embd.row(row_pos[t] + w.pos_offset), xns, n_embd);
     vec_add(isa, xs + t * n_embd, xns, n_embd);
   }
 
@@ -40,10 +39,7 @@ void Session::Impl::forward_opt(int64_t n) {
     linear_bias(ctx, l.wq, l.bq, xns, n, q.f32());
     linear_bias(ctx, l.wk, l.bk, xns, n, k.f32());
     linear_bias(ctx, l.wv, l.bv, xns, n, v.f32());
-    kv_store(isa, attn, k.f32(), 0, pos0, n, k_cache[il].data());
-    kv_store(isa, attn, v.f32(), 0, pos0, n, v_cache[il].data());
-    attention(ctx, attn, q.f32(), k_cache[il].data(), v_cache[il].data(), pos0, n, att.f32(),
-              attn_ws.data());
+    attend(il, /*rotate=*/false);
     linear_bias(ctx, l.wo, l.bo, att.f32(), n, xns);
     vec_add(isa, xs, xns, n * n_embd);
 

@@ -23,6 +23,17 @@ int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
   return static_cast<int32_t>(n);
 }
 
+int32_t resolve_seq(const SessionOptions& o) {
+  if (o.n_seq < 1) fail("a session needs at least 1 sequence (got n_seq = ", o.n_seq, ")");
+  return o.n_seq;
+}
+
+// A pass holds at most every sequence's whole context.
+int32_t resolve_batch(const SessionOptions& o, int32_t n_ctx, int32_t n_seq) {
+  const int64_t most = std::min<int64_t>(static_cast<int64_t>(n_ctx) * n_seq, INT32_MAX);
+  return static_cast<int32_t>(std::clamp<int64_t>(o.n_batch, 1, most));
+}
+
 SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
   if (requested == SparseMode::Auto) {
     if (m.has_predictors()) return SparseMode::Predictor;
@@ -57,11 +68,16 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       model(model_ref->impl()),
       config(model.config),
       n_ctx(resolve_ctx(o, config)),
-      n_batch(std::clamp(o.n_batch, 1, n_ctx)),
+      n_batch(resolve_batch(o, n_ctx, resolve_seq(o))),
       ctx(std::max(1, o.n_threads)),
       act(to_activation(config.ffn_act)),
       sparse_mode(resolve_sparse_mode(o.sparse, *model_ref)),
       sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
+      n_seq(resolve_seq(o)),
+      n_past(static_cast<size_t>(n_seq), 0),
+      chunks(static_cast<size_t>(n_seq)),
+      chunk_rows(static_cast<size_t>(n_seq)),
+      row_pos(static_cast<size_t>(n_batch)),
       ffn(ffn_shape(config, model.weights, n_batch),
           sparse::FfnMode{sparse_mode, sparse_audit, o.sparse_prompt, o.ffn_observer}) {
   if (o.ffn_observer && sparse_mode != SparseMode::Dense) {
@@ -80,10 +96,11 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   rope = RopeTable(rp, n_ctx);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    // Layers whose attention the device runs keep their cache there.
+    // Layers whose attention the device runs keep their caches there.
     const bool on_device = model.device && model.device_attention[static_cast<size_t>(l)];
-    k_cache.emplace_back(on_device ? 0 : kv_cache_bytes(attn));
-    v_cache.emplace_back(on_device ? 0 : kv_cache_bytes(attn));
+    const size_t bytes = on_device ? 0 : kv_cache_bytes(attn) * static_cast<size_t>(n_seq);
+    k_cache.emplace_back(bytes);
+    v_cache.emplace_back(bytes);
   }
   const size_t b = static_cast<size_t>(n_batch) * sizeof(float);
   const size_t q_dim = static_cast<size_t>(c.n_head * c.head_dim);
@@ -96,7 +113,6 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   logits.resize(static_cast<size_t>(c.n_vocab));
-  attn_scratch = AttentionScratch{xn.f32(), q.f32(), k.f32(), v.f32(), att.f32(), attn_ws.data()};
   bind_ffn(o.sparse_threshold);
   open_device(o);
 }
@@ -135,13 +151,42 @@ void Session::Impl::bind_ffn(float threshold_override) {
   }
 }
 
-void Session::Impl::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.size() > static_cast<size_t>(n_ctx - n_past)) {
-    fail("cannot evaluate ", tokens.size(), " tokens: the context holds ", n_past, " of ", n_ctx,
-         " tokens");
+void Session::Impl::check_seq(int32_t seq) const {
+  if (seq < 0 || seq >= n_seq) fail("sequence ", seq, " is out of range [0, ", n_seq, ")");
+}
+
+void Session::Impl::check_tokens(int32_t seq, std::span<const int32_t> tokens) const {
+  check_seq(seq);
+  const int32_t past = n_past[static_cast<size_t>(seq)];
+  if (tokens.size() > static_cast<size_t>(n_ctx - past)) {
+    fail("cannot evaluate ", tokens.size(), " tokens", n_seq > 1 ? str_cat(" in sequence ", seq) : "",
+         ": the context holds ", past, " of ", n_ctx, " tokens");
   }
   for (const int32_t t : tokens) {
     if (t < 0 || t >= config.n_vocab) fail("token id ", t, " is out of range [0, ", config.n_vocab, ")");
+  }
+}
+
+void Session::Impl::check_batch(std::span<const SeqTokens> batch, size_t n_logits) const {
+  if (batch.empty()) fail("eval_batch: the batch is empty");
+  size_t total = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqTokens& b = batch[i];
+    check_tokens(b.seq, b.tokens);
+    if (b.tokens.empty()) fail("eval_batch: the chunk of sequence ", b.seq, " is empty");
+    // Quadratic, but batches hold at most n_seq chunks, and a set would allocate.
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].seq == b.seq) fail("eval_batch: sequence ", b.seq, " appears twice in one batch");
+    }
+    total += b.tokens.size();
+  }
+  if (total > static_cast<size_t>(n_batch)) {
+    fail("eval_batch: ", total, " tokens in one batch; the session takes at most n_batch = ",
+         n_batch);
+  }
+  if (n_logits < batch.size() * static_cast<size_t>(config.n_vocab)) {
+    fail("eval_batch: the output holds ", n_logits, " logits; ", batch.size(), " chunks need ",
+         batch.size() * static_cast<size_t>(config.n_vocab));
   }
 }
 
@@ -150,28 +195,52 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
 Session::~Session() = default;
 
 std::span<const float> Session::eval(std::span<const int32_t> tokens) {
-  impl_->check_tokens(tokens);
+  impl_->check_tokens(0, tokens);
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(impl_->n_batch)) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(impl_->n_batch));
-    impl_->forward(tokens.data() + i, static_cast<int64_t>(n), nullptr);
+    const SeqTokens chunk{0, tokens.subspan(i, n)};
+    impl_->forward({&chunk, 1}, impl_->logits.data(), false);
   }
   return impl_->logits;
 }
 
 void Session::eval_all(std::span<const int32_t> tokens, std::span<float> out) {
-  impl_->check_tokens(tokens);
+  impl_->check_tokens(0, tokens);
   const size_t n_vocab = static_cast<size_t>(impl_->config.n_vocab);
   if (out.size() < tokens.size() * n_vocab) fail("eval_all: the output holds too few logits");
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(impl_->n_batch)) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(impl_->n_batch));
-    impl_->forward(tokens.data() + i, static_cast<int64_t>(n), out.data() + i * n_vocab);
+    const SeqTokens chunk{0, tokens.subspan(i, n)};
+    impl_->forward({&chunk, 1}, out.data() + i * n_vocab, true);
   }
 }
 
-int32_t Session::n_past() const { return impl_->n_past; }
+void Session::eval_batch(std::span<const SeqTokens> batch, std::span<float> logits) {
+  impl_->check_batch(batch, logits.size());
+  impl_->forward(batch, logits.data(), false);
+}
+
+int32_t Session::n_past() const { return impl_->n_past[0]; }
+int32_t Session::n_past(int32_t seq) const {
+  impl_->check_seq(seq);
+  return impl_->n_past[static_cast<size_t>(seq)];
+}
 int32_t Session::n_ctx() const { return impl_->n_ctx; }
+int32_t Session::n_seq() const { return impl_->n_seq; }
+int32_t Session::n_batch() const { return impl_->n_batch; }
 int32_t Session::n_threads() const { return impl_->ctx.n_threads(); }
-void Session::reset() { impl_->n_past = 0; }
+void Session::reset() { impl_->n_past[0] = 0; }
+void Session::reset(int32_t seq) { truncate(seq, 0); }
+// The cache rows past n stay as they are: attention reads only rows below a sequence's n_past,
+// and the next tokens overwrite them.
+void Session::truncate(int32_t seq, int32_t n) {
+  impl_->check_seq(seq);
+  int32_t& past = impl_->n_past[static_cast<size_t>(seq)];
+  if (n < 0 || n > past) {
+    fail("cannot truncate sequence ", seq, " to ", n, " tokens: it holds ", past);
+  }
+  past = n;
+}
 const Model& Session::model() const { return *impl_->model_ref; }
 SparseMode Session::sparse_mode() const { return impl_->sparse_mode; }
 const SparseStats& Session::sparse_stats() const { return impl_->stats; }

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "model/linear.h"
 #include "model/session_impl.h"
+#include "ops/norm.h"
 #include "ops/vec.h"
 
 namespace hearth {
@@ -20,7 +21,11 @@ void Session::Impl::open_device(const SessionOptions& o) {
   if (o.ffn_observer) fail("an FFN observer needs a CPU-only model (--device none)");
   backend::DeviceSessionOptions so = placed;
   so.n_ctx = n_ctx;
-  so.n_seq = 1;
+  if (n_seq > placed.n_seq) {
+    fail("this session decodes ", n_seq, " sequences, but the model was placed on the device for ",
+         placed.n_seq);
+  }
+  so.n_seq = n_seq;
   so.n_batch = n_batch;
   so.kv_type = o.kv_type;
   so.mode = sparse_mode;
@@ -40,15 +45,29 @@ void Session::Impl::open_device(const SessionOptions& o) {
   }
 }
 
-void Session::Impl::run_attention(size_t il, int64_t n, int64_t pos0) {
+void Session::Impl::run_attention(size_t il, int64_t n) {
+  const int64_t n_embd = config.n_embd;
+  float* const xs = x.f32();
   if (device && model.device_attention[il]) {
     TraceScope span(trace.get(), TraceRecorder::kHost, "wait: attention on the device");
-    device->attention(static_cast<int64_t>(il), 0, x.f32(), n, pos0);
+    for (size_t i = 0; i < n_chunks; ++i) {
+      const Chunk& ch = chunks[i];
+      device->attention(static_cast<int64_t>(il), ch.seq, xs + ch.row0 * n_embd, ch.n, ch.pos0);
+    }
     return;
   }
+  // On the host the projections take every sequence's rows at once (one read of the weights);
+  // only the attention itself runs per sequence (attend).
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  llama_attention_block(ctx, config, attn, rope, model.weights.layers[il], k_cache[il].data(),
-                        v_cache[il].data(), attn_scratch, x.f32(), n, pos0);
+  const LayerWeights& l = model.weights.layers[il];
+  float* const xns = xn.f32();
+  rms_norm_rows(ctx, xs, l.attn_norm, config.norm_eps, n, n_embd, xns);
+  linear(ctx, l.wq, xns, n, q.f32());
+  linear(ctx, l.wk, xns, n, k.f32());
+  linear(ctx, l.wv, xns, n, v.f32());
+  attend(il, /*rotate=*/true);
+  linear(ctx, l.wo, att.f32(), n, xns);
+  vec_add(ctx.isa(), xs, xns, n * n_embd);
 }
 
 void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t n) {

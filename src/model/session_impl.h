@@ -34,9 +34,23 @@ struct Session::Impl {
   SparseMode sparse_mode;   // resolved: never Auto
   bool sparse_audit;
   SparseStats stats;
-  int32_t n_past = 0;
+  int32_t n_seq;
+  std::vector<int32_t> n_past;  // [n_seq] tokens in each sequence's context
 
-  std::vector<AlignedBuffer> k_cache;  // per layer [n_ctx, n_head_kv, head_dim]
+  // One sequence's tokens in the forward pass being run: activation rows row0 .. row0 + n - 1,
+  // at positions pos0 .. pos0 + n - 1 of the sequence.
+  struct Chunk {
+    int32_t seq = 0;
+    int64_t row0 = 0;
+    int64_t n = 0;
+    int64_t pos0 = 0;
+  };
+  std::vector<Chunk> chunks;        // [n_seq] capacity; the pass uses the first n_chunks
+  size_t n_chunks = 0;
+  std::vector<int64_t> chunk_rows;  // [n_seq] the chunks' n, for the FFN executor
+  std::vector<int64_t> row_pos;     // [n_batch] position of each activation row
+
+  std::vector<AlignedBuffer> k_cache;  // per layer [n_seq, n_ctx, n_head_kv, head_dim]
   std::vector<AlignedBuffer> v_cache;
   // Activations for up to n_batch tokens.
   AlignedBuffer x;      // [n_batch, n_embd] residual stream
@@ -47,7 +61,6 @@ struct Session::Impl {
   AlignedBuffer att;    // [n_batch, n_head * head_dim]
   AlignedBuffer ffn_out;  // [n_batch, n_embd]
   AlignedBuffer attn_ws;
-  AttentionScratch attn_scratch;  // views of xn, q, k, v, att, attn_ws
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
   // Hybrid execution: this session's part on the model's device, and per layer the host's FFN
   // restricted to the cold neurons (where the device has hot ones).
@@ -58,22 +71,28 @@ struct Session::Impl {
   uint64_t non_ffn_bytes = 0;  // attention and output weights read by one forward pass
   std::vector<float> logits;  // [n_vocab] of the last token
 
-  // Runs the tokens (at most n_batch of them) at positions n_past.. and advances n_past. Writes
-  // the logits of every token into all_logits ([n, n_vocab]) when given, else of the last token
-  // into `logits`.
-  void forward(const int32_t* tokens, int64_t n, float* all_logits);
+  // Runs the chunks (at most n_batch tokens in all, checked) in one pass, each at the end of its
+  // sequence, and advances the sequences. Writes into `out` the logits of every token ([n,
+  // n_vocab]) when all_rows, else of each chunk's last token ([chunks, n_vocab]).
+  void forward(std::span<const SeqTokens> batch, float* out, bool all_rows);
   // The layers of the architecture family (forward_<family>.cc): from the token embeddings that
   // forward() puts in x[n, n_embd] to the final residual stream, left in x.
   void forward_llama(int64_t n);
   void forward_falcon(int64_t n);
   void forward_opt(int64_t n);
+  // The attention of layer il for every chunk, from q, k, v [n, ...] to att: RoPE at each token's
+  // position (when `rotate`), K and V stored in the chunk's sequence cache, attention against it.
+  void attend(size_t il, bool rotate);
   // The final norm and output projection, from the residual stream the family's pass leaves in x.
-  void output_head(int64_t n, float* all_logits);
-  void check_tokens(std::span<const int32_t> tokens) const;
-  // x[n, n_embd] += attention of layer il (Llama family), on the device when it holds the layer.
-  void run_attention(size_t il, int64_t n, int64_t pos0);
+  void output_head(int64_t n, float* out, bool all_rows);
+  void check_seq(int32_t seq) const;
+  void check_tokens(int32_t seq, std::span<const int32_t> tokens) const;
+  void check_batch(std::span<const SeqTokens> batch, size_t n_logits) const;
+  // x[n, n_embd] += attention of layer il (Llama family) for every chunk, on the device when it
+  // holds the layer (session_hybrid.cc).
+  void run_attention(size_t il, int64_t n);
   // ffn_out[n, n_embd] = FFN of layer il over xn (p: the predictor's input); hot neurons on the
-  // device and cold ones on the host at the same time when the layer is split (session_ffn.cc).
+  // device and cold ones on the host at the same time when the layer is split (session_hybrid.cc).
   void run_ffn(size_t il, const float* xn, const float* p, int64_t n);
   void open_device(const SessionOptions& o);
   // Per layer: the FFN's matrices and threshold. threshold_override: SessionOptions'.

@@ -1,20 +1,20 @@
-// One request's generation: the loop that runs on a slot's Session, and the GenerationJob that
-// carries its text from the slot's worker thread to the HTTP thread answering the client. The job
-// is also how a client that left stops the worker: the HTTP side cancels, the next token sees it.
+// One request's generation as the HTTP side sees it: what to generate, how it ended, and the
+// GenerationJob that carries its text from the engine thread (scheduler.h) to the HTTP thread
+// answering the client. The job is also how a client that left stops its generation: the HTTP side
+// cancels, the engine's next step sees it and frees the slot.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hearth/sampling.h"
-#include "hearth/session.h"
 
 namespace hearth::server {
 
@@ -32,18 +32,12 @@ const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
 
 struct GenerationResult {
   int32_t n_prompt = 0;
+  int32_t n_cached = 0;  // prompt tokens whose KV the slot kept from its previous request
   int32_t n_generated = 0;
   Finish finish = Finish::Stop;
-  double prompt_s = 0;
-  double gen_s = 0;
-  SparseStats sparse;  // of this request alone
+  double prompt_s = 0;  // from the slot's start to the prompt's logits
+  double gen_s = 0;     // from there to the end
 };
-
-// Generates from an empty context on `session`, handing every token's text (possibly empty, held
-// back while it may be the start of a stop string or of a UTF-8 character) to on_text; on_text
-// returning false cancels. Throws hearth::Error when the prompt does not fit the context.
-GenerationResult generate(Session& session, const GenerationRequest& request,
-                          const std::function<bool(std::string_view)>& on_text);
 
 // The length of the longest prefix of s that does not end inside a UTF-8 character.
 size_t utf8_complete_prefix(std::string_view s);
@@ -53,7 +47,7 @@ class GenerationJob {
   explicit GenerationJob(GenerationRequest request) : request_(std::move(request)) {}
   const GenerationRequest& request() const { return request_; }
 
-  // Worker side. push() returns false once the job is cancelled.
+  // Engine side. push() returns false once the job is cancelled.
   bool push(std::string_view text);
   void finish(const GenerationResult& result);
   void fail(const std::string& message);
@@ -72,7 +66,7 @@ class GenerationJob {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> texts_;
-  bool cancelled_ = false;
+  std::atomic<bool> cancelled_{false};  // read by the engine every step, without the lock
   bool done_ = false;
   GenerationResult result_;
   std::string error_;

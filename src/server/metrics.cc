@@ -26,9 +26,8 @@ void Metrics::on_rejected() {
 void Metrics::on_result(const GenerationResult& r) {
   std::lock_guard lock(mu_);
   prompt_tokens_ += static_cast<uint64_t>(r.n_prompt);
+  cached_tokens_ += static_cast<uint64_t>(r.n_cached);
   generated_tokens_ += static_cast<uint64_t>(r.n_generated);
-  neurons_total_ += r.sparse.neurons_total;
-  neurons_active_ += r.sparse.neurons_active;
   recent_.emplace_back(r.n_generated, r.gen_s);
   if (recent_.size() > kWindow) recent_.pop_front();
 }
@@ -45,7 +44,10 @@ std::string Metrics::prometheus(const SchedulerGauges& g) const {
   metric(out, "hearth_requests_total", "counter", "Completion requests received.", requests_);
   metric(out, "hearth_requests_rejected_total", "counter", "Requests refused with 503 (queue full).",
          rejected_);
-  metric(out, "hearth_prompt_tokens_total", "counter", "Prompt tokens evaluated.", prompt_tokens_);
+  metric(out, "hearth_prompt_tokens_total", "counter", "Prompt tokens of finished requests.",
+         prompt_tokens_);
+  metric(out, "hearth_prompt_tokens_cached_total", "counter",
+         "Prompt tokens not evaluated: a slot's cache held them.", cached_tokens_);
   metric(out, "hearth_tokens_generated_total", "counter", "Tokens generated.", generated_tokens_);
   metric(out, "hearth_tokens_per_second", "gauge",
          "Generation speed of one slot over the latest requests.", seconds > 0 ? tokens / seconds : 0);
@@ -53,9 +55,13 @@ std::string Metrics::prometheus(const SchedulerGauges& g) const {
          static_cast<double>(g.queued));
   metric(out, "hearth_slots_active", "gauge", "Slots generating now.", g.active);
   metric(out, "hearth_slots_total", "gauge", "Slots (--parallel).", g.n_slots);
+  metric(out, "hearth_engine_steps_total", "counter",
+         "Forward passes, each over every active slot.", static_cast<double>(g.steps));
+  metric(out, "hearth_engine_tokens_total", "counter",
+         "Tokens those passes evaluated (divided by the steps: the mean batch).",
+         static_cast<double>(g.tokens));
   metric(out, "hearth_ffn_sparsity", "gauge",
-         "Fraction of FFN neurons skipped over all requests so far.",
-         neurons_total_ ? 1.0 - static_cast<double>(neurons_active_) / neurons_total_ : 0.0);
+         "Fraction of FFN neurons skipped over all requests so far.", g.ffn_sparsity);
   return out.str();
 }
 

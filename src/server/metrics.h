@@ -1,6 +1,6 @@
 // Counters for GET /metrics (Prometheus text format). Updated by the HTTP threads (requests) and
-// the slot workers (results); every member is guarded by one mutex, since updates happen once per
-// request, never per token.
+// the engine thread (results); every member is guarded by one mutex, since updates happen once per
+// request, never per token. Gauges the scheduler keeps itself come in with each scrape.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +17,9 @@ struct SchedulerGauges {
   size_t queued = 0;
   int active = 0;
   int n_slots = 0;
+  double ffn_sparsity = 0;  // over every token evaluated so far
+  uint64_t steps = 0;       // forward passes of the engine
+  uint64_t tokens = 0;      // tokens they evaluated (prompt chunks and generated tokens)
 };
 
 class Metrics {
@@ -33,9 +36,8 @@ class Metrics {
   uint64_t requests_ = 0;
   uint64_t rejected_ = 0;
   uint64_t prompt_tokens_ = 0;
+  uint64_t cached_tokens_ = 0;
   uint64_t generated_tokens_ = 0;
-  uint64_t neurons_total_ = 0;
-  uint64_t neurons_active_ = 0;
   std::deque<std::pair<int32_t, double>> recent_;  // (tokens, seconds) of the latest requests
 };
 

@@ -217,9 +217,7 @@ void add_routes(Server::State& s) {
   h.post("/tokenize", guarded(s, [&s](const HttpRequest& r) { return tokenize(s, r); }));
   h.post("/detokenize", guarded(s, [&s](const HttpRequest& r) { return detokenize(s, r); }));
   h.get("/metrics", guarded(s, [&s](const HttpRequest&) {
-          HttpResponse r = json_response(
-              200, s.metrics.prometheus({s.scheduler->queued(), s.scheduler->active(),
-                                         s.scheduler->n_slots()}));
+          HttpResponse r = json_response(200, s.metrics.prometheus(s.scheduler->gauges()));
           r.content_type = "text/plain; version=0.0.4";
           return r;
         }));

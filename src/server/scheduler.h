@@ -1,8 +1,18 @@
-// Slots and the request queue: --parallel N sessions share one Model, each driven by its own
-// worker thread, and requests wait in a bounded FIFO for a free slot. This is concurrency, not
-// batching: every slot runs its own forward passes (the engine has no multi-sequence forward yet).
+// Continuous batching: one engine thread owns one multi-sequence Session (a sequence per slot,
+// --parallel of them) and runs every active request in the same forward passes, so the weights are
+// read once per step for all clients. Each step it
+//   1. admits queued requests into free slots (the slot whose cache shares the longest prefix with
+//      the prompt, which then continues from there),
+//   2. retires the slots whose client cancelled or left,
+//   3. builds one batch: one token for every generating slot, then prompt chunks for the slots
+//      still reading their prompt (at most prompt_chunk tokens in all while others generate, so
+//      they keep a steady pace; the whole batch otherwise),
+//   4. evaluates it (Session::eval_batch), and lets each slot sample and stream its token,
+//   5. retires the slots that finished.
+// Requests wait in a bounded FIFO for a free slot.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -16,47 +26,82 @@
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "server/generation.h"
+#include "server/metrics.h"
+#include "server/slot.h"
 
 namespace hearth::server {
 
 // The error of jobs still queued when the server stops (answered 503, not 500).
 inline constexpr std::string_view kShuttingDown = "the server is shutting down";
 
+struct SchedulerOptions {
+  int n_slots = 1;
+  size_t queue_capacity = 4;
+  // Prompt tokens per step while other slots generate (each step then takes about as long as
+  // evaluating this many tokens).
+  int32_t prompt_chunk = 64;
+  bool cache_prompt = true;  // reuse a slot's KV cache for a prompt that starts with its tokens
+};
+
 class Scheduler {
  public:
-  // Called by a worker after each job that ran (cancelled ones too).
+  // Called on the engine thread after each job that ran (cancelled ones too).
   using OnResult = std::function<void(const GenerationResult&)>;
 
-  // Makes the sessions (throws hearth::Error when one cannot be made) and starts the workers.
-  Scheduler(std::shared_ptr<const Model> model, const SessionOptions& options, int n_slots,
-            size_t queue_capacity, OnResult on_result);
+  // Makes the session (throws hearth::Error when it cannot be made) and starts the engine.
+  Scheduler(std::shared_ptr<const Model> model, const SessionOptions& session,
+            const SchedulerOptions& options, OnResult on_result);
   ~Scheduler();  // stop()
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues the job; false when the queue is full or the scheduler stopped (answer 503).
   bool submit(std::shared_ptr<GenerationJob> job);
-  // Refuses new jobs, fails the queued ones, lets running ones end at their next token (they are
-  // cancelled) and joins the workers.
+  // Refuses new jobs, fails the queued ones, ends the running ones at the next step (as
+  // cancelled) and joins the engine.
   void stop();
 
   size_t queued() const;
-  int active() const;
-  int n_slots() const { return static_cast<int>(sessions_.size()); }
-  int32_t n_ctx() const;
+  int active() const { return active_.load(std::memory_order_relaxed); }
+  int n_slots() const { return static_cast<int>(slots_.size()); }
+  int32_t n_ctx() const { return session_.n_ctx(); }
+  // Queue, slots, and the engine's counters for /metrics.
+  SchedulerGauges gauges() const;
 
  private:
-  void work(Session& session);
+  void run();
+  // Waits for work; moves queued jobs into free slots. False once stopping.
+  bool admit();
+  void start(std::shared_ptr<GenerationJob> job);
+  // One forward pass over every active slot.
+  void step();
+  void retire(Slot& slot);
+  void fail(Slot& slot, const std::string& message);
+  void publish_stats();
 
-  std::vector<std::unique_ptr<Session>> sessions_;
+  Session session_;
+  const SchedulerOptions options_;
   OnResult on_result_;
-  const size_t capacity_;
+  std::vector<Slot> slots_;
+  std::vector<Slot*> order_;   // busy slots, oldest request first
+  std::vector<SeqTokens> batch_;
+  std::vector<Slot*> batch_slots_;
+  std::vector<float> logits_;  // [n_slots, n_vocab]
+  std::vector<std::shared_ptr<GenerationJob>> admitted_;
+  bool freed_ = false;  // a slot was freed since admit() last looked at the queue
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;
-  std::vector<std::shared_ptr<GenerationJob>> running_;
   bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  // Queued jobs or a stop request: the engine takes the lock only when this is set.
+  std::atomic<bool> pending_{false};
+  std::atomic<int> active_{0};
+  std::atomic<uint64_t> neurons_total_{0};
+  std::atomic<uint64_t> neurons_active_{0};
+  std::atomic<uint64_t> steps_{0};
+  std::atomic<uint64_t> tokens_{0};
+  std::thread engine_;
 };
 
 }  // namespace hearth::server

@@ -32,6 +32,7 @@ text::ChatFamily choose_family(const ServerOptions& o, const Model& model,
 Server::Server(const ServerOptions& options) : state_(std::make_unique<State>()) {
   state_->options = options;
   if (options.n_slots < 1) fail("--parallel must be at least 1");
+  if (options.prompt_chunk < 1) fail("--prompt-chunk must be at least 1");
   if (state_->options.queue_capacity == 0) {
     state_->options.queue_capacity = 4 * static_cast<size_t>(options.n_slots);
   }
@@ -76,13 +77,18 @@ void Server::run(const std::function<bool()>& should_stop,
   } join{s, listener, listening_done};
 
   const auto t0 = std::chrono::steady_clock::now();
-  s.model = Model::load(s.options.model_path, s.options.use_mmap);
+  s.model = Model::load(s.options.model_path, s.options.load);
+  if (!s.model->placement_note().empty()) log(s.model->placement_note());
   s.family = choose_family(s.options, *s.model, log);
   s.model_id = std::filesystem::path(s.options.model_path).filename().string();
   s.created = static_cast<int64_t>(std::time(nullptr));
+  SchedulerOptions so;
+  so.n_slots = s.options.n_slots;
+  so.queue_capacity = s.options.queue_capacity;
+  so.prompt_chunk = s.options.prompt_chunk;
+  so.cache_prompt = s.options.cache_prompt;
   s.scheduler = std::make_unique<Scheduler>(
-      s.model, s.options.session, s.options.n_slots, s.options.queue_capacity,
-      [&s](const GenerationResult& r) { s.metrics.on_result(r); });
+      s.model, s.options.session, so, [&s](const GenerationResult& r) { s.metrics.on_result(r); });
   s.ready.store(true, std::memory_order_release);
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,5 +1,6 @@
 // hearth serve: the OpenAI-compatible HTTP server. It listens before the model is loaded (GET
-// /health answers 503 "loading" meanwhile), then answers completions from --parallel slots.
+// /health answers 503 "loading" meanwhile), then answers completions from --parallel slots,
+// batched in one forward pass per step (scheduler.h).
 #pragma once
 
 #include <cstddef>
@@ -14,11 +15,13 @@ namespace hearth::server {
 
 struct ServerOptions {
   std::string model_path;
-  bool use_mmap = true;
+  LoadOptions load;  // mmap, and what goes on a device (n_seq there: n_slots)
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (bind() says which)
-  SessionOptions session;
+  SessionOptions session;  // n_ctx per slot; n_seq is n_slots
   int n_slots = 1;
+  int32_t prompt_chunk = 64;  // prompt tokens per step while other slots generate
+  bool cache_prompt = true;   // a prompt continues from a slot's cache that starts with it
   size_t queue_capacity = 0;  // 0: 4 per slot
   std::string api_key;        // empty: no authentication
   size_t max_body_bytes = 1 << 20;

@@ -58,6 +58,28 @@ uint64_t FfnExecutor::buffer_bytes() const {
 
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                       int64_t n, float* out, SparseStats& stats) {
+  if (chunks_.size() <= 1 || mode_.mode == SparseMode::Dense) {
+    run_group(ctx, w, xn, p, n, out, stats);
+    return;
+  }
+  // Groups of consecutive chunks decided alike: short ones up to kMaxSparseBatch rows together
+  // (never split: a chunk's tokens share their neurons as they would alone), long ones all together.
+  const int64_t n_embd = shape_.n_embd;
+  int64_t t0 = 0;
+  for (size_t c = 0; c < chunks_.size();) {
+    const bool small = chunks_[c] <= kMaxSparseBatch;
+    int64_t tn = 0;
+    while (c < chunks_.size() && (chunks_[c] <= kMaxSparseBatch) == small &&
+           (!small || tn + chunks_[c] <= kMaxSparseBatch)) {
+      tn += chunks_[c++];
+    }
+    run_group(ctx, w, xn + t0 * n_embd, p + t0 * n_embd, tn, out + t0 * n_embd, stats);
+    t0 += tn;
+  }
+}
+
+void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                            const float* p, int64_t n, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
   threshold_ = w.threshold;
   down_threshold_ = w.down_threshold;

@@ -17,9 +17,15 @@
 // (prompts) run the dense matrix-matrix kernels, so prompt speed does not regress; with
 // masked_batches they also apply the same per-token masks, and compute the same function as the
 // sparse path (perplexity measures a mode that way).
+//
+// A batch of several sequences (set_chunks) is decided chunk by chunk, as each would be alone: in
+// the sparse modes, runs of short chunks (decode steps) share the sparse path in groups of up to
+// kMaxSparseBatch tokens and long chunks (prompts) take the dense path together. Dense mode runs
+// the whole batch as one product, whose rows equal the products of each row alone.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/context.h"
@@ -77,6 +83,11 @@ class FfnExecutor {
  public:
   FfnExecutor(const FfnShape& shape, const FfnMode& mode);
 
+  // The rows of the following run() calls come in chunks of these lengths (one per sequence, in
+  // row order, summing to run()'s n). Not copied: `rows` must outlive those calls. Empty (the
+  // default): one chunk.
+  void set_chunks(std::span<const int64_t> rows) { chunks_ = rows; }
+
   // out[n, n_embd] = FFN(xn[n, n_embd]); p[n, n_embd] is the predictor's input (for Llama the
   // residual stream before ffn_norm). Adds this run's neurons and FFN weight bytes to `stats`
   // (not `tokens`, which the caller counts once per forward pass).
@@ -87,6 +98,9 @@ class FfnExecutor {
   uint64_t buffer_bytes() const;
 
  private:
+  // run() for rows that are decided together: sparse when n <= kMaxSparseBatch.
+  void run_group(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
+                 int64_t n, float* out, SparseStats& stats);
   void run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                  int64_t n, SparseMode mode, float* out, SparseStats& stats);
   void dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
@@ -120,6 +134,7 @@ class FfnExecutor {
   FfnMode mode_;
   float threshold_ = 0.0f;       // the current layer's (FfnWeights::threshold)
   float down_threshold_ = 0.0f;  // and FfnWeights::down_threshold
+  std::span<const int64_t> chunks_;  // set_chunks()
   std::vector<float> gate_;    // [n_batch, n_ff]   gate (or up) pre-activations; then a
   std::vector<float> up_;      // [n_batch, n_ff]
   std::vector<float> hidden_;  // [kMaxSparseBatch or n_batch, max_hidden]

@@ -205,6 +205,19 @@ double cli_perplexity(const std::string& model, const std::string& text,
   return std::strtod(r.out.c_str() + at + 6, nullptr);
 }
 
+SynthOptions tiny_synth_options(DType type, FfnActivation act) {
+  SynthOptions o;
+  o.n_embd = 64;
+  o.n_layer = 2;
+  o.n_ff = 128;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_vocab = 300;
+  o.type = type;
+  o.act = act;
+  return o;
+}
+
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
                                 const SessionOptions& options) {
   Session session(model, options);

@@ -12,6 +12,7 @@
 
 #include "hearth/model.h"
 #include "hearth/session.h"
+#include "model/synth.h"
 
 namespace hearth::test {
 
@@ -58,6 +59,10 @@ double cli_perplexity(const std::string& model, const std::string& text,
 // (stopping at an end-of-generation token).
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
                                 const SessionOptions& options);
+
+// A tiny synthetic model's shape (n_embd 64, 2 layers, n_ff 128, 4 heads, 2 KV heads, 300
+// tokens) in `type`: decode-loop tests change what they need and write it.
+SynthOptions tiny_synth_options(DType type, FfnActivation act = FfnActivation::Silu);
 
 // The CLI's error contract: exit code 1, exactly one line on stderr containing "error" and
 // `needle`, nothing on stdout.

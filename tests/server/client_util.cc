@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <regex>
+#include <thread>
+
 namespace hearth::test {
 namespace {
 
@@ -31,6 +35,54 @@ JsonReply get_json(httplib::Client& c, const std::string& path, const httplib::H
 JsonReply post_json(httplib::Client& c, const std::string& path, const std::string& body,
                     const httplib::Headers& h) {
   return to_reply(c.Post(path.c_str(), h, body, "application/json"));
+}
+
+std::vector<StreamReply> post_streams(const std::function<httplib::Client()>& connect,
+                                      const std::string& path,
+                                      const std::vector<nlohmann::json>& bodies) {
+  std::vector<StreamReply> got(bodies.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect();
+      nlohmann::json body = bodies[i];
+      body["stream"] = true;
+      got[i] = post_stream(c, path, body);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return got;
+}
+
+void expect_streams_match(const std::vector<StreamReply>& got,
+                          const std::vector<nlohmann::json>& expected) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("client " + std::to_string(i));
+    EXPECT_EQ(got[i].status, 200);
+    EXPECT_TRUE(got[i].done);
+    ASSERT_FALSE(got[i].events.empty());
+    EXPECT_EQ(got[i].events.back()["usage"], expected[i]["usage"]);
+    EXPECT_EQ(got[i].text, expected[i]["choices"][0]["text"]);
+  }
+}
+
+double metric(httplib::Client& c, const std::string& name) {
+  const auto r = c.Get("/metrics");
+  if (!r) return -1;
+  std::smatch m;
+  const std::regex re("\n" + name + " ([0-9.e+-]+)\n");
+  return std::regex_search(r->body, m, re) ? std::stod(m[1]) : -1;
+}
+
+bool wait_metric(httplib::Client& c, const std::string& name, double value) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (metric(c, name) != value) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 StreamReply post_stream(httplib::Client& c, const std::string& path, const nlohmann::json& body,

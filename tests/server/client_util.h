@@ -33,6 +33,22 @@ struct StreamReply {
   int n_text_chunks = 0;
 };
 
+// Streams every body (with "stream": true added) to `path` at once, each from its own thread and
+// connection (made by `connect`); the replies in the order of the bodies.
+std::vector<StreamReply> post_streams(const std::function<httplib::Client()>& connect,
+                                      const std::string& path,
+                                      const std::vector<nlohmann::json>& bodies);
+
+// Each streamed reply got[i] is the whole reply expected[i] to the same request: status 200, [DONE]
+// last, the same usage and text.
+void expect_streams_match(const std::vector<StreamReply>& got,
+                          const std::vector<nlohmann::json>& expected);
+
+// The value of a metric on /metrics (-1 when absent or no answer).
+double metric(httplib::Client& c, const std::string& name);
+// Waits until `name` reads `value` on /metrics (false after 5 s).
+bool wait_metric(httplib::Client& c, const std::string& name, double value);
+
 // Posts `body` and reads the event stream; on_event returning false closes the connection there
 // (a client that leaves mid-stream).
 StreamReply post_stream(httplib::Client& c, const std::string& path, const nlohmann::json& body,

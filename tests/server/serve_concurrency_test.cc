@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,31 +17,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-double metric(httplib::Client& c, const std::string& name) {
-  const auto r = c.Get("/metrics");
-  if (!r) return -1;
-  std::smatch m;
-  const std::regex re("\n" + name + " ([0-9.e+-]+)\n");
-  return std::regex_search(r->body, m, re) ? std::stod(m[1]) : -1;
-}
-
-// Waits until `name` reads `value` on /metrics (false after 5 s).
-bool wait_metric(httplib::Client& c, const std::string& name, double value) {
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  while (metric(c, name) != value) {
-    if (Clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
-// Big enough that a full-context reply (ignore_eos) takes seconds, so a slot still busy shows.
-std::string slow_model() {
-  return synth_model("slow", {"--n-embd", "256", "--n-layer", "4", "--n-ff", "1024", "--n-head",
-                              "4", "--n-head-kv", "4", "--n-vocab", "300", "--n-ctx", "2048",
-                              "--type", "f32"});
-}
 
 TEST(ServeConcurrency, EightStreamingClientsOnThreeSlots) {
   ServerProcess server(
@@ -62,25 +36,10 @@ TEST(ServeConcurrency, EightStreamingClientsOnThreeSlots) {
       expected[i] = r.body;
     }
   }
-  std::vector<StreamReply> got(kClients);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      auto c = server.client();
-      json body = request(i);
-      body["stream"] = true;
-      got[i] = post_stream(c, "/v1/completions", body);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int i = 0; i < kClients; ++i) {
-    SCOPED_TRACE("client " + std::to_string(i));
-    EXPECT_EQ(got[i].status, 200);
-    EXPECT_TRUE(got[i].done);
-    ASSERT_FALSE(got[i].events.empty());
-    EXPECT_EQ(got[i].events.back()["usage"], expected[i]["usage"]);
-    EXPECT_EQ(got[i].text, expected[i]["choices"][0]["text"]);
-  }
+  std::vector<json> bodies;
+  for (int i = 0; i < kClients; ++i) bodies.push_back(request(i));
+  const auto got = post_streams([&] { return server.client(); }, "/v1/completions", bodies);
+  expect_streams_match(got, expected);
   auto c = server.client();
   EXPECT_EQ(metric(c, "hearth_requests_total"), 2 * kClients);
   EXPECT_TRUE(wait_metric(c, "hearth_slots_active", 0));

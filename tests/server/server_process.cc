@@ -144,4 +144,10 @@ std::string small_model() {
                                "f32"});
 }
 
+std::string slow_model() {
+  return synth_model("slow", {"--n-embd", "256", "--n-layer", "4", "--n-ff", "1024", "--n-head",
+                              "4", "--n-head-kv", "4", "--n-vocab", "300", "--n-ctx", "2048",
+                              "--type", "f32"});
+}
+
 }  // namespace hearth::test

@@ -40,5 +40,8 @@ class ServerProcess {
 std::string synth_model(const std::string& name, const std::vector<std::string>& shape);
 // The small synthetic model most server tests use (64 wide, 2 layers, 300 tokens, context 256).
 std::string small_model();
+// Big enough that a full-context reply (ignore_eos, -c 2048) takes seconds, so a slot still busy
+// shows.
+std::string slow_model();
 
 }  // namespace hearth::test

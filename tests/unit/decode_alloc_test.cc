@@ -1,9 +1,10 @@
-// The decode loop must not allocate (DESIGN.md section 5): after a warm-up, evaluating tokens does
-// no heap allocation at all. Counted by replacing the global operator new in this test binary.
+// The decode loop must not allocate (DESIGN.md section 5): after a warm-up, evaluating tokens (one
+// sequence, or several batched) does no heap allocation at all. Counted by replacing the global operator new in this test binary.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -37,32 +38,35 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace hearth {
 namespace {
 
+// Whether operator new is being counted (with HEARTH_COUNT_ALLOCATIONS).
+bool counting_works() {
+  const long probe = g_allocations.load();
+  delete new std::vector<int>(16);
+  return g_allocations.load() > probe;
+}
+
+std::shared_ptr<const Model> relu_model(DType type) {
+  const SynthOptions so = test::tiny_synth_options(type, FfnActivation::Relu);
+  const std::string path = test::temp_dir() + "/m.gguf";
+  write_synthetic_model(so, path);
+  return Model::load(path);
+}
+
+SessionOptions session_options(SparseMode mode, int32_t n_seq) {
+  SessionOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 64;
+  o.sparse = mode;
+  o.n_seq = n_seq;
+  return o;
+}
+
 TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
   if (!HEARTH_COUNT_ALLOCATIONS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
-  const long probe = g_allocations.load();
-  auto* counted = new std::vector<int>(16);
-  delete counted;
-  ASSERT_GT(g_allocations.load(), probe) << "operator new is not being counted";
-
+  ASSERT_TRUE(counting_works()) << "operator new is not being counted";
   for (const DType type : {DType::F32, DType::Q4_0})
   for (const SparseMode mode : {SparseMode::Dense, SparseMode::Oracle}) {
-    SynthOptions so;
-    so.n_embd = 64;
-    so.n_layer = 2;
-    so.n_ff = 128;
-    so.n_head = 4;
-    so.n_head_kv = 2;
-    so.n_vocab = 300;
-    so.type = type;
-    so.act = FfnActivation::Relu;
-    const std::string path = test::temp_dir() + "/m.gguf";
-    write_synthetic_model(so, path);
-    const auto model = Model::load(path);
-    SessionOptions o;
-    o.n_threads = 2;
-    o.n_ctx = 64;
-    o.sparse = mode;
-    Session session(model, o);
+    Session session(relu_model(type), session_options(mode, 1));
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45};
     session.eval(prompt);
     int32_t token = 50;
@@ -75,6 +79,36 @@ TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
     }
     session.reset();
     session.eval(prompt);
+    EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type) << " " << to_string(mode);
+  }
+}
+
+// The server's loop: one eval_batch per step over every sequence, a prompt joining now and then.
+TEST(DecodeLoop, BatchedStepsAllocateNothingAfterWarmUp) {
+  if (!HEARTH_COUNT_ALLOCATIONS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
+  ASSERT_TRUE(counting_works()) << "operator new is not being counted";
+  for (const DType type : {DType::F32, DType::Q4_0})
+  for (const SparseMode mode : {SparseMode::Dense, SparseMode::Oracle}) {
+    const auto model = relu_model(type);
+    Session session(model, session_options(mode, 4));
+    const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49};
+    std::vector<int32_t> next = {50, 51, 52, 53};
+    std::vector<float> logits(4 * static_cast<size_t>(model->config().n_vocab));
+    const std::vector<SeqTokens> prompts = {{0, prompt}, {1, prompt}, {2, prompt}, {3, prompt}};
+    std::vector<SeqTokens> step, joining;
+    for (int32_t i = 0; i < 4; ++i) step.push_back({i, {&next[static_cast<size_t>(i)], 1}});
+    joining = {step[0], step[1], step[2], {3, prompt}};
+    session.eval_batch(prompts, logits);
+    session.eval_batch(step, logits);
+
+    const long before = g_allocations.load();
+    for (int i = 0; i < 20; ++i) {
+      for (int32_t& t : next) t = 60 + (t + i) % 100;
+      session.eval_batch(step, logits);
+    }
+    session.truncate(2, 5);
+    session.reset(3);
+    session.eval_batch(joining, logits);
     EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type) << " " << to_string(mode);
   }
 }

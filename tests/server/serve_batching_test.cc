@@ -1,0 +1,150 @@
+// Continuous batching: concurrent clients share the engine's forward passes and still get exactly
+// what a lone client gets; requests join a running batch; a prompt continues from a slot's cached
+// tokens; a client that leaves hands its slot to the next request in the queue.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/client_util.h"
+#include "server/server_process.h"
+
+namespace hearth::test {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string small_model() {
+  return synth_model("small", {"--n-embd", "64", "--n-layer", "2", "--n-ff", "96", "--n-head", "4",
+                               "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
+                               "f32"});
+}
+
+// Client i: its own prompt (of its own length) and max_tokens; ignore_eos, so every client gets
+// exactly max_tokens tokens.
+json request(int i) {
+  std::string prompt = "client " + std::to_string(i);
+  for (int w = 0; w < i; ++w) prompt += " and word " + std::to_string(w);
+  return json{{"prompt", prompt}, {"max_tokens", 6 + 5 * i}, {"temperature", 0},
+              {"ignore_eos", true}};
+}
+
+TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
+  constexpr int kClients = 8;
+  std::vector<json> expected(kClients);
+  {
+    // The lone client: one slot, the whole prompt evaluated every time.
+    ServerProcess alone({"-m", small_model(), "-c", "160", "--parallel", "1", "--no-cache-prompt",
+                         "-t", "1"});
+    auto c = alone.client();
+    for (int i = 0; i < kClients; ++i) {
+      const auto r = post_json(c, "/v1/completions", request(i));
+      ASSERT_EQ(r.status, 200) << r.raw;
+      expected[i] = r.body;
+    }
+    EXPECT_EQ(alone.stop(), 0);
+  }
+  ServerProcess server({"-m", small_model(), "-c", "160", "--parallel", "8", "--prompt-chunk", "4",
+                        "-t", "2"});
+  std::vector<json> bodies;
+  for (int i = 0; i < kClients; ++i) bodies.push_back(request(i));
+  const auto got = post_streams([&] { return server.client(); }, "/v1/completions", bodies);
+  expect_streams_match(got, expected);
+  for (int i = 0; i < kClients && !got[i].events.empty(); ++i) {
+    const json& last = got[i].events.back();
+    EXPECT_EQ(last["usage"]["completion_tokens"], request(i)["max_tokens"]) << "client " << i;
+    EXPECT_EQ(last["choices"][0]["finish_reason"], "length") << "client " << i;
+  }
+  // Again, one after the other: each prompt now continues from a slot's cache, same answers.
+  auto c = server.client();
+  for (int i = 0; i < kClients; ++i) {
+    const auto r = post_json(c, "/v1/completions", request(i));
+    EXPECT_EQ(r.body["choices"][0]["text"], expected[i]["choices"][0]["text"]) << "client " << i;
+  }
+  EXPECT_GT(metric(c, "hearth_prompt_tokens_cached_total"), 0);
+  EXPECT_EQ(metric(c, "hearth_slots_active"), 0);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// While one long reply runs, four short ones join its batch: they take far fewer engine steps than
+// they have tokens, and the long reply keeps going.
+TEST(ServeBatching, RequestsJoinARunningBatch) {
+  ServerProcess server({"-m", slow_model(), "-c", "2048", "--parallel", "5", "-t", "2"});
+  std::atomic<bool> streaming{false}, leave{false};
+  std::thread long_reply([&] {
+    auto c = server.client();
+    post_stream(c, "/v1/completions", {{"prompt", "long"}, {"ignore_eos", true}, {"stream", true}},
+                [&](const json&) {
+                  streaming = true;
+                  return !leave;
+                });
+  });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto c = server.client();
+  const double steps0 = metric(c, "hearth_engine_steps_total");
+  std::vector<std::thread> threads;
+  std::vector<JsonReply> got(4);
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto ci = server.client();
+      got[i] = post_json(ci, "/v1/completions", json{{"prompt", "short " + std::to_string(i)},
+                                                     {"max_tokens", 24}, {"ignore_eos", true}});
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double steps = metric(c, "hearth_engine_steps_total") - steps0;
+  for (const auto& r : got) {
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["usage"]["completion_tokens"], 24);
+  }
+  EXPECT_EQ(metric(c, "hearth_slots_active"), 1) << "the long reply ended early";
+  // Unbatched, the 96 short tokens alone would take 96 steps (plus the long reply's).
+  EXPECT_LT(steps, 60) << "the short requests were not batched together";
+  leave = true;
+  long_reply.join();
+  EXPECT_TRUE(wait_metric(c, "hearth_slots_active", 0));
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+TEST(ServeBatching, ClientLeavingHandsItsSlotToTheQueue) {
+  ServerProcess server({"-m", slow_model(), "-c", "2048", "--parallel", "1", "-t", "1"});
+  std::atomic<bool> streaming{false}, leave{false};
+  std::thread first([&] {  // holds the only slot until told to leave
+    auto c = server.client();
+    post_stream(c, "/v1/completions", {{"prompt", "a"}, {"ignore_eos", true}, {"stream", true}},
+                [&](const json&) {
+                  streaming = true;
+                  while (!leave) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  return false;
+                });
+  });
+  while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  JsonReply queued;
+  Clock::time_point answered;
+  std::thread second([&] {
+    auto c = server.client();
+    queued = post_json(c, "/v1/completions",
+                       json{{"prompt", "b"}, {"max_tokens", 4}, {"ignore_eos", true}});
+    answered = Clock::now();
+  });
+  auto c = server.client();
+  ASSERT_TRUE(wait_metric(c, "hearth_queue_length", 1));
+  EXPECT_EQ(metric(c, "hearth_slots_active"), 1);
+  const auto left = Clock::now();
+  leave = true;
+  first.join();
+  second.join();
+  EXPECT_EQ(queued.status, 200) << queued.raw;
+  EXPECT_EQ(queued.body["usage"]["completion_tokens"], 4);
+  EXPECT_LT(std::chrono::duration<double>(answered - left).count(), 2.0)
+      << "the slot of the client that left was not handed on";
+  EXPECT_EQ(metric(c, "hearth_queue_length"), 0);
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+}  // namespace
+}  // namespace hearth::test
