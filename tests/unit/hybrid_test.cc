@@ -244,6 +244,44 @@ TEST(Hybrid, DisableGpuIndexKeepsTheFfnOnTheHost) {
   EXPECT_EQ(generate(m, SparseMode::Predictor, 8).tokens, ref.tokens);
 }
 
+// Several sequences in one forward pass (continuous batching): attention per sequence on the
+// device, the union of their neurons split between the device and the host.
+TEST(Hybrid, BatchedSequencesEqualSingleDevice) {
+  const auto cpu = Model::load(sparse_model());
+  LoadOptions lo = standin(budget_for(cpu, 1.0 / 3), SparseMode::Predictor);
+  lo.device.n_seq = 3;
+  const auto hyb = Model::load(sparse_model(), lo);
+  ASSERT_FALSE(hyb->device_name().empty()) << hyb->placement_note();
+  const auto run = [](const std::shared_ptr<const Model>& m) {
+    SessionOptions o = session_options(SparseMode::Predictor);
+    o.n_seq = 3;
+    Session s(m, o);
+    const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {2, 40, 41, 42, 43}, {7}};
+    std::vector<float> logits(3 * static_cast<size_t>(m->config().n_vocab));
+    std::vector<int32_t> next(3);
+    std::vector<SeqTokens> batch;
+    for (int32_t q = 0; q < 3; ++q) batch.push_back({q, prompts[static_cast<size_t>(q)]});
+    std::vector<int32_t> out;
+    for (int step = 0; step < 12; ++step) {
+      s.eval_batch(batch, logits);
+      batch.clear();
+      for (int32_t q = 0; q < 3; ++q) {
+        const float* l = logits.data() + q * m->config().n_vocab;
+        next[static_cast<size_t>(q)] =
+            static_cast<int32_t>(std::max_element(l, l + m->config().n_vocab) - l);
+        out.push_back(next[static_cast<size_t>(q)]);
+      }
+      for (int32_t q = 0; q < 3; ++q) batch.push_back({q, {&next[static_cast<size_t>(q)], 1}});
+    }
+    return out;
+  };
+  EXPECT_EQ(run(hyb), run(cpu));
+  // A session with more sequences than the placement left room for is refused.
+  SessionOptions o = session_options(SparseMode::Predictor);
+  o.n_seq = 4;
+  EXPECT_THROW(Session(hyb, o), Error);
+}
+
 TEST(Hybrid, SessionContextBeyondThePlacementIsRefused) {
   const auto m = Model::load(sparse_model(), standin(0.5, SparseMode::Dense));
   SessionOptions o = session_options(SparseMode::Dense);
