@@ -125,7 +125,8 @@ TEST(GpuMatmul, AxpyMatchesReference) {
               ref::axpy(t, w_t.data(), rows, cols, idx.data(), k, a.data(), n, b, want.data(),
                         scale.data());
               api::axpy(t, w_t.data(), rows, cols, idx.data(), k, a.data(), n, b, got.data());
-              expect_all_near(got, want, scale, 1e-5, 1e-6,
+              // Up to kAxpyChunk terms summed in a row: a looser bound than the matvec's tree.
+              expect_all_near(got, want, scale, 3e-5, 1e-6,
                               "axpy " + label(t, cols, n) + " rows " + std::to_string(rows) +
                                   " k " + std::to_string(k));
             }
