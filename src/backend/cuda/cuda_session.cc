@@ -33,6 +33,18 @@ CudaDeviceSession::CudaDeviceSession(DeviceAllocator& alloc, const DeviceModelDa
       options_(options),
       sizes_(sizes_on_device(alloc, model, options)),
       buf_(alloc, sizes_) {
+  // The stream first: everything below is ordered on it. (A non-blocking stream does not wait for
+  // work on the legacy default stream, so a plain cudaMemset could still be running when the
+  // first kv_store writes the cache.)
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
+  stream_.reset(stream);
+  cudaEvent_t start = nullptr, done = nullptr;
+  check(cudaEventCreate(&start), "creating an event");
+  ffn_start_.reset(start);
+  check(cudaEventCreate(&done), "creating an event");
+  ffn_done_.reset(done);
+
   const ModelConfig& c = model_.config;
   const size_t io = static_cast<size_t>(options.n_ffn_batch * c.n_embd) * sizeof(float);
   for (size_t il = 0; il < model_.layers.size(); ++il) {
@@ -48,8 +60,8 @@ CudaDeviceSession::CudaDeviceSession(DeviceAllocator& alloc, const DeviceModelDa
     k_cache_.back() = DeviceBuffer(alloc, sizes_.kv_layer, str_cat("layer ", il, " K cache"));
     v_cache_.back() = DeviceBuffer(alloc, sizes_.kv_layer, str_cat("layer ", il, " V cache"));
     // Positions are written before they are read; zeros make a misuse visible, not garbage.
-    check(cudaMemset(k_cache_.back().get(), 0, sizes_.kv_layer), "clearing a K cache");
-    check(cudaMemset(v_cache_.back().get(), 0, sizes_.kv_layer), "clearing a V cache");
+    check(cudaMemsetAsync(k_cache_.back().get(), 0, sizes_.kv_layer, stream), "clearing a K cache");
+    check(cudaMemsetAsync(v_cache_.back().get(), 0, sizes_.kv_layer, stream), "clearing a V cache");
   }
   if (model_.extents.attention) {
     pinned_x_ = PinnedBuffer(sizes_.x, "staging hidden states");
@@ -60,14 +72,6 @@ CudaDeviceSession::CudaDeviceSession(DeviceAllocator& alloc, const DeviceModelDa
     pinned_counters_ = PinnedBuffer(sizeof(FfnCounters), "staging FFN counters");
   }
 
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "creating a stream");
-  stream_.reset(stream);
-  cudaEvent_t start = nullptr, done = nullptr;
-  check(cudaEventCreate(&start), "creating an event");
-  ffn_start_.reset(start);
-  check(cudaEventCreate(&done), "creating an event");
-  ffn_done_.reset(done);
   if (sizes_.cublas_workspace > 0) {
     cublasHandle_t handle = nullptr;
     check_cublas(cublasCreate(&handle), "creating a cuBLAS handle");
@@ -80,6 +84,7 @@ CudaDeviceSession::CudaDeviceSession(DeviceAllocator& alloc, const DeviceModelDa
                         sizes_.gemm_weights};
   }
   upload_tables();
+  check(cudaStreamSynchronize(stream), "setting up the session");
 }
 
 CudaDeviceSession::~CudaDeviceSession() {
@@ -88,7 +93,8 @@ CudaDeviceSession::~CudaDeviceSession() {
 }
 
 // The RoPE cos/sin table, computed by the host's RopeTable so the angles match the CPU's bit for
-// bit, and the dense FFN's list 0, 1, 2, ...
+// bit, and the dense FFN's list 0, 1, 2, ... (Copies from pageable memory return once the source
+// has been read, so the host vectors may go at the end of this function.)
 void CudaDeviceSession::upload_tables() {
   const ModelConfig& c = model_.config;
   if (model_.extents.attention && has_rope(c)) {
@@ -97,13 +103,15 @@ void CudaDeviceSession::upload_tables() {
     rp.freq_base = c.rope_freq_base;
     rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
     const RopeTable table(rp, options_.n_ctx);
-    check(cudaMemcpy(buf_.rope.get(), table.cos_sin(0), sizes_.rope, cudaMemcpyHostToDevice),
+    check(cudaMemcpyAsync(buf_.rope.get(), table.cos_sin(0), sizes_.rope, cudaMemcpyHostToDevice,
+                          stream_.get()),
           "copying the RoPE table");
   }
   if (model_.extents.k_max > 0) {
     std::vector<int32_t> iota(static_cast<size_t>(model_.extents.k_max));
     std::iota(iota.begin(), iota.end(), 0);
-    check(cudaMemcpy(buf_.ffn_iota.get(), iota.data(), sizes_.ffn_idx, cudaMemcpyHostToDevice),
+    check(cudaMemcpyAsync(buf_.ffn_iota.get(), iota.data(), sizes_.ffn_idx, cudaMemcpyHostToDevice,
+                          stream_.get()),
           "copying the hot neuron list");
   }
 }
