@@ -1,12 +1,25 @@
 #!/usr/bin/env bash
-# The whole test suite: build, every CTest test (unit, golden, ...), the same tests again under
-# AddressSanitizer/UBSan (bad input must never become a memory error), then the GGUF reader fuzz
-# target for a short while. Golden tests skip cleanly without ../shared. SANITIZE=0 skips the
-# sanitizer pass (it rebuilds everything and roughly doubles the time).
+# The whole test suite: build, every CTest test (unit, golden, server, gpu, ...), the same tests
+# again under AddressSanitizer/UBSan (bad input must never become a memory error), then the GGUF
+# reader fuzz target for a short while. Golden tests skip cleanly without ../shared, gpu tests
+# without a GPU. Wherever the CUDA toolkit is installed the CUDA backend is built into the same
+# tree (CI has nvcc but no GPU: it compiles, and the gpu tests skip), for one architecture,
+# HEARTH_CUDA_ARCHS (default 80, whose PTX runs on every newer GPU), so the suite stays fast;
+# CMake's own default for builds by hand is 80;89;90 (docs/cuda.md). CUDA=0 builds without it;
+# SANITIZE=0 skips the sanitizer pass (it rebuilds everything and roughly doubles the time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+cuda_flags=()
+nvcc=$(command -v nvcc || true)
+if [ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc; fi
+if [ "${CUDA:-1}" = 1 ] && [ -n "$nvcc" ]; then
+  cuda_flags=(-DHEARTH_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc"
+              -DCMAKE_CUDA_ARCHITECTURES="${HEARTH_CUDA_ARCHS:-80}")
+else
+  cuda_flags=(-DHEARTH_CUDA=OFF)
+fi
+scripts/build.sh "${cuda_flags[@]}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
 if [ "${SANITIZE:-1}" = 1 ]; then
   BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEARTH_SANITIZE=ON \
