@@ -29,7 +29,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$hearth" serve -m "$model" --port 0 --parallel "$parallel" -t "$threads" -c 256 2>"$work/server.log" &
+# SERVE_FLAGS: more flags for the server, e.g. --no-mmap (faster on machines where mapped
+# weights do not get huge pages, docs/benchmarks.md "Why mmap is slower here").
+# shellcheck disable=SC2086
+"$hearth" serve -m "$model" --port 0 --parallel "$parallel" -t "$threads" -c 256 ${SERVE_FLAGS:-} \
+  2>"$work/server.log" &
 server_pid=$!
 port=
 for _ in $(seq 600); do
