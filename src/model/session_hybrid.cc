@@ -19,6 +19,15 @@ void Session::Impl::open_device(const SessionOptions& o) {
          "on the device for (", placed.n_ctx, "); load it with that context");
   }
   if (o.ffn_observer) fail("an FFN observer needs a CPU-only model (--device none)");
+  // The placement left room on the device for exactly this much; more would overrun the budget.
+  if (n_batch > placed.n_batch) {
+    fail("this session's batch (", n_batch, " tokens) is larger than the one the model was placed "
+         "on the device for (", placed.n_batch, ")");
+  }
+  if (o.kv_type != placed.kv_type) {
+    fail("this session's KV cache type differs from the one the model was placed on the device "
+         "for (--kv-type)");
+  }
   backend::DeviceSessionOptions so = placed;
   so.n_ctx = n_ctx;
   if (n_seq > placed.n_seq) {
