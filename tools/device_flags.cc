@@ -6,7 +6,7 @@ namespace hearth::cli {
 
 void DeviceFlags::add_to(CLI::App& app) {
   app.add_option("--device", device,
-                 "where part of the model runs: auto (a CUDA GPU if any), none (CPU only), cuda, "
+                 "where part of the model runs: none (CPU only), cuda, auto (a CUDA GPU if any), "
                  "or standin (a CPU stand-in for a GPU, for tests)")
       ->check(CLI::IsMember({"auto", "none", "cuda", "standin"}))
       ->capture_default_str();

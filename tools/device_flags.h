@@ -13,7 +13,8 @@
 namespace hearth::cli {
 
 struct DeviceFlags {
-  std::string device = "auto";
+  // Not "auto" yet: the CUDA path has not run on a GPU (README), so using a GPU is asked for.
+  std::string device = "none";
   double vram_budget = -1.0;
   double standin_vram = 4.0;
   int32_t standin_threads = 1;
