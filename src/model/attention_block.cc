@@ -1,10 +1,35 @@
 #include "model/attention_block.h"
 
+#include <algorithm>
+
 #include "model/linear.h"
 #include "ops/norm.h"
 #include "ops/vec.h"
 
 namespace hearth {
+
+AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type) {
+  AttentionParams a;
+  a.n_head = static_cast<int>(c.n_head);
+  a.n_head_kv = static_cast<int>(c.n_head_kv);
+  a.head_dim = static_cast<int>(c.head_dim);
+  a.n_ctx = n_ctx;
+  a.kv_type = kv_type == KvType::F16 ? DType::F16 : DType::F32;
+  return a;
+}
+
+RopeParams rope_params(const ModelConfig& c) {
+  RopeParams rp;
+  rp.n_rot = static_cast<int>(c.n_rot);
+  rp.freq_base = c.rope_freq_base;
+  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
+  return rp;
+}
+
+int64_t default_context(const ModelConfig& c) {
+  // Like llama.cpp: a 128K-token model would otherwise take gigabytes of KV cache for a short chat.
+  return std::min<int64_t>(c.n_ctx_train, 4096);
+}
 
 void llama_attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                            const RopeTable& rope, const LayerWeights& l, void* k_cache,

@@ -13,6 +13,14 @@
 
 namespace hearth {
 
+// The attention and RoPE parameters of a model's layers for a context of n_ctx positions: the
+// host session and every device build theirs from here, so their caches and angles agree.
+AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type);
+RopeParams rope_params(const ModelConfig& c);
+
+// The context a session gets when none is asked for: the model's, but at most 4096 tokens.
+int64_t default_context(const ModelConfig& c);
+
 // Activation buffers for up to n_batch tokens.
 struct AttentionScratch {
   float* xn = nullptr;   // [n_batch, n_embd]

@@ -9,6 +9,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
+#include "model/attention_block.h"
 #include "model/model_impl.h"
 #include "sparse/ffn.h"
 #include "sparse/placement.h"
@@ -29,7 +30,7 @@ std::string gib(uint64_t bytes) {
 }
 
 int32_t placement_ctx(const DeviceOptions& o, const ModelConfig& c) {
-  return o.n_ctx > 0 ? o.n_ctx : static_cast<int32_t>(std::min<int64_t>(c.n_ctx_train, 4096));
+  return o.n_ctx > 0 ? o.n_ctx : static_cast<int32_t>(default_context(c));
 }
 
 SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {

@@ -13,13 +13,9 @@ namespace hearth {
 
 namespace {
 
-constexpr int64_t kDefaultMaxCtx = 4096;
-
 int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
   if (o.n_ctx < 0) fail("the context size must not be negative (got ", o.n_ctx, ")");
-  // Like llama.cpp, the default is the model's context but at most 4096 tokens: a 128K-token
-  // model would otherwise take gigabytes of KV cache for a short chat.
-  const int64_t n = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, kDefaultMaxCtx);
+  const int64_t n = o.n_ctx > 0 ? o.n_ctx : default_context(c);
   return static_cast<int32_t>(n);
 }
 
@@ -84,16 +80,8 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
     fail("an FFN observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");
   }
   const ModelConfig& c = config;
-  attn.n_head = static_cast<int>(c.n_head);
-  attn.n_head_kv = static_cast<int>(c.n_head_kv);
-  attn.head_dim = static_cast<int>(c.head_dim);
-  attn.n_ctx = n_ctx;
-  attn.kv_type = o.kv_type == KvType::F16 ? DType::F16 : DType::F32;
-  RopeParams rp;
-  rp.n_rot = static_cast<int>(c.n_rot);
-  rp.freq_base = c.rope_freq_base;
-  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
-  rope = RopeTable(rp, n_ctx);
+  attn = attention_params(c, n_ctx, o.kv_type);
+  rope = RopeTable(rope_params(c), n_ctx);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     // Layers whose attention the device runs keep their caches there.

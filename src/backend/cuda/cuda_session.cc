@@ -11,6 +11,7 @@
 #include "backend/cuda/rope.cuh"
 #include "core/error.h"
 #include "core/trace.h"
+#include "model/attention_block.h"
 #include "ops/rope.h"
 
 namespace hearth::gpu {
@@ -100,11 +101,7 @@ CudaDeviceSession::~CudaDeviceSession() {
 void CudaDeviceSession::upload_tables() {
   const ModelConfig& c = model_.config;
   if (model_.extents.attention && has_rope(c)) {
-    RopeParams rp;
-    rp.n_rot = static_cast<int>(c.n_rot);
-    rp.freq_base = c.rope_freq_base;
-    rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
-    const RopeTable table(rp, options_.n_ctx);
+    const RopeTable table(rope_params(c), options_.n_ctx);
     check(cudaMemcpyAsync(buf_.rope.get(), table.cos_sin(0), sizes_.rope, cudaMemcpyHostToDevice,
                           stream_.get()),
           "copying the RoPE table");

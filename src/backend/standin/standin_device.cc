@@ -16,21 +16,7 @@ namespace hearth::backend {
 namespace {
 
 AttentionParams attention_params(const ModelConfig& c, const DeviceSessionOptions& o) {
-  AttentionParams a;
-  a.n_head = static_cast<int>(c.n_head);
-  a.n_head_kv = static_cast<int>(c.n_head_kv);
-  a.head_dim = static_cast<int>(c.head_dim);
-  a.n_ctx = o.n_ctx;
-  a.kv_type = o.kv_type == KvType::F16 ? DType::F16 : DType::F32;
-  return a;
-}
-
-RopeParams rope_params(const ModelConfig& c) {
-  RopeParams rp;
-  rp.n_rot = static_cast<int>(c.n_rot);
-  rp.freq_base = c.rope_freq_base;
-  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
-  return rp;
+  return hearth::attention_params(c, o.n_ctx, o.kv_type);
 }
 
 // Activation buffers of one session in floats: the attention block's for n_batch tokens, the
