@@ -1,6 +1,7 @@
 // The CUDA backend's entry points, as the device factory (backend/device_factory.cc) sees them.
 // Plain C++: no CUDA header or type crosses this file. A build with -DHEARTH_CUDA=ON gets the real
-// ones (backend/cuda/), any other build the stub (backend/cuda_stub/), so callers need no #ifdef.
+// ones (backend/cuda/), any other build backend/no_cuda/ (which finds no GPU), so callers need no
+// #ifdef.
 #pragma once
 
 #include <memory>
