@@ -123,9 +123,13 @@ class StandinSession : public DeviceSession {
     std::memcpy(x_, x, bytes);
     void* k = caches_[static_cast<size_t>(il)][static_cast<size_t>(2 * seq)].data();
     void* v = caches_[static_cast<size_t>(il)][static_cast<size_t>(2 * seq + 1)].data();
-    worker_.submit([this, &l, k, v, n, pos0] {
+    // The job captures only `this` (its arguments are members), so std::function keeps it
+    // inline: no allocation per token.
+    job_ = AttentionJob{&l.attn, k, v, n, pos0};
+    worker_.submit([this] {
       TraceScope span(trace_, TraceRecorder::kDevice, "attention");
-      llama_attention_block(ctx_, config_, attn_, rope_, l.attn, k, v, s_, x_, n, pos0);
+      const AttentionJob& j = job_;
+      llama_attention_block(ctx_, config_, attn_, rope_, *j.weights, j.k, j.v, s_, x_, j.n, j.pos0);
     });
     worker_.wait();
     std::memcpy(x, x_, bytes);
@@ -138,10 +142,12 @@ class StandinSession : public DeviceSession {
     std::memcpy(ffn_x_, xn, bytes);
     std::memcpy(ffn_p_, p, bytes);
     ffn_n_ = n;
+    ffn_layer_ = i;
     ffn_stats_ = SparseStats{};
-    worker_.submit([this, i, n] {
+    worker_.submit([this] {
       TraceScope span(trace_, TraceRecorder::kDevice, "ffn (hot neurons)");
-      executors_[i]->run(ctx_, weights_[i], ffn_x_, ffn_p_, n, ffn_out_, ffn_stats_);
+      executors_[ffn_layer_]->run(ctx_, weights_[ffn_layer_], ffn_x_, ffn_p_, ffn_n_, ffn_out_,
+                                  ffn_stats_);
     });
   }
 
@@ -210,6 +216,14 @@ class StandinSession : public DeviceSession {
   float* ffn_p_ = nullptr;
   float* ffn_out_ = nullptr;
   int64_t ffn_n_ = 0;
+  size_t ffn_layer_ = 0;
+  struct AttentionJob {
+    const LayerWeights* weights;
+    void* k;
+    void* v;
+    int64_t n;
+    int64_t pos0;
+  } job_{};
   SparseStats ffn_stats_;
   std::vector<std::unique_ptr<sparse::FfnExecutor>> executors_;
   std::vector<sparse::FfnWeights> weights_;
