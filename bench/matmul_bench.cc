@@ -27,15 +27,17 @@ void bm_matvec(benchmark::State& state, DType t) {
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
 
-void bm_matmul(benchmark::State& state, DType t) {
+// Products of n tokens; with `cold` the matrices cycle through kColdBytes so the weights stream
+// from DRAM as in decode.
+void run_matmul(benchmark::State& state, DType t, bool cold) {
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   cpu::CpuContext ctx(static_cast<int>(state.range(3)));
-  // Compute-bound: one matrix is enough, the cache state hardly matters.
-  const WeightSet& w = cached_weights(t, rows, cols, 0);
+  const WeightSet& w = cached_weights(t, rows, cols, cold ? kColdBytes : 0);
   const auto x = random_activations(n * cols, 2);
   std::vector<float> y(static_cast<size_t>(rows * n));
+  size_t i = 0;
   for (auto _ : state) {
-    matmul(ctx, t, w.get(0), rows, cols, x.data(), n, y.data());
+    matmul(ctx, t, w.get(i++), rows, cols, x.data(), n, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
@@ -43,6 +45,13 @@ void bm_matmul(benchmark::State& state, DType t) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
+
+// Prompt processing, compute-bound: one matrix is enough, the cache state hardly matters.
+void bm_matmul(benchmark::State& state, DType t) { run_matmul(state, t, false); }
+
+// Few tokens (batched decode of a few sequences): the weights stream from DRAM as in matvec, but
+// each byte meets n tokens, so past a few tokens the kernel's FLOP/s decides.
+void bm_matmul_small(benchmark::State& state, DType t) { run_matmul(state, t, true); }
 
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
@@ -61,6 +70,16 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
+void matmul_small_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "n", "threads"});
+  for (int64_t rows : {2048, 5632}) {
+    for (int64_t n : {1, 2, 4, 8}) {
+      for (int threads : {1, 2}) b->Args({rows, 2048, n, threads});
+    }
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 BENCHMARK_CAPTURE(bm_matvec, f32, DType::F32)->Apply(matvec_args);
 BENCHMARK_CAPTURE(bm_matvec, f16, DType::F16)->Apply(matvec_args);
 BENCHMARK_CAPTURE(bm_matvec, bf16, DType::BF16)->Apply(matvec_args);
@@ -72,6 +91,10 @@ BENCHMARK_CAPTURE(bm_matmul, f16, DType::F16)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, bf16, DType::BF16)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+
+BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
+BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);
+BENCHMARK_CAPTURE(bm_matmul_small, q4_0, DType::Q4_0)->Apply(matmul_small_args);
 
 }  // namespace
 }  // namespace hearth::bench

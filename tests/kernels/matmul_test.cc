@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "backend/cpu/context.h"
-#include "core/error.h"
 #include "common/kernel_test_util.h"
+#include "core/error.h"
 
 namespace hearth {
 namespace {
@@ -102,6 +104,55 @@ TEST(Matmul, ResultsDoNotDependOnThreadCount) {
             << cpu::isa_name(isa) << " " << dtype_name(t) << " matvec nth=" << nth;
         ASSERT_EQ(std::memcmp(ym.data(), first_m.data(), ym.size() * 4), 0)
             << cpu::isa_name(isa) << " " << dtype_name(t) << " matmul nth=" << nth;
+      }
+    }
+  }
+}
+
+TEST(Matmul, FewTokensMatchReferenceMatvecAndEveryThreadCount) {
+  // Batched decode sizes: n = 1..9 and around the few-token kernels' limit (16), rows that are
+  // not multiples of any tile, columns over several column spans with a ragged tail.
+  for (cpu::Isa isa : isas()) {
+    for (DType t : test::kAllTypes) {
+      const bool per_col = dtype_block_size(t) == 1;
+      for (int64_t cols :
+           per_col ? std::vector<int64_t>{7, 517, 2053} : std::vector<int64_t>{1056}) {
+        for (int64_t rows : {1, 2, 7, 38}) {
+          const auto w =
+              test::random_weights(t, rows, cols, static_cast<uint32_t>(rows + 3 * cols));
+          for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17}) {
+            const auto x = test::random_floats(n * cols, static_cast<uint32_t>(n + cols));
+            std::vector<double> abs;
+            const auto want = reference(t, w, rows, cols, x, n, &abs);
+            std::vector<float> first;
+            for (int nth : {1, 2, 3}) {
+              cpu::CpuContext ctx(nth, isa);
+              std::vector<float> y(static_cast<size_t>(rows * n));
+              matmul(ctx, t, w.data(), rows, cols, x.data(), n, y.data());
+              const std::string where = std::string(cpu::isa_name(isa)) + " " +
+                                        std::string(dtype_name(t)) +
+                                        " rows=" + std::to_string(rows) +
+                                        " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+              if (nth > 1) {
+                ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * 4), 0)
+                    << where << " nth=" << nth;
+                continue;
+              }
+              first = y;
+              const double terms = per_col ? cols / 8.0 + 8 : cols / 32.0 + 8;
+              for (size_t i = 0; i < y.size(); ++i) {
+                ASSERT_NEAR(y[i], want[i], 2.0 * terms * FLT_EPSILON * abs[i] + 1e-30)
+                    << where << " i=" << i;
+              }
+              std::vector<float> yv(static_cast<size_t>(rows));
+              for (int64_t k = 0; k < n; ++k) {
+                matvec(ctx, t, w.data(), rows, cols, x.data() + k * cols, yv.data());
+                ASSERT_EQ(std::memcmp(yv.data(), y.data() + k * rows, yv.size() * 4), 0)
+                    << where << " token " << k;
+              }
+            }
+          }
+        }
       }
     }
   }

@@ -5,8 +5,9 @@
 
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 
-// Last, in its own block: it switches on AVX2 code generation for everything below.
+// Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/float_loads.h"
+#include "backend/cpu/kernels/avx2/span_tiles.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
@@ -19,19 +20,18 @@ inline __m256 load_tail_f32(const float* x, int64_t i, int64_t count) {
 
 template <typename L>
 struct FloatTiles {
+  // Adds columns [c0, c1) of the R x T products to acc: whole vectors, plus the zero-padded tail
+  // when c1 == n. Every product goes through this, so an output's FMA chain (one 8-lane
+  // accumulator, columns in order, then hsum) is the same whether the columns come in one span
+  // or several: tiles, spans and matvec agree bit for bit.
   template <int R, int T>
-  // `ahead` goes unused: software prefetch measured no gain here, for gathered rows too (the
-  // rows are long enough for the hardware prefetchers).
-  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* /*ahead*/,
-                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
-    const float* xr[T];
-    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+  [[gnu::always_inline]] static inline void accumulate(int64_t c0, int64_t c1, int64_t n,
+                                                       const uint8_t* const* w,
+                                                       const float* const* xr,
+                                                       __m256 (&acc)[R][T]) {
+    const int64_t whole = c1 < n ? c1 : n & ~int64_t{7};
+    int64_t i = c0;
+    for (; i < whole; i += 8) {
       if constexpr (T == 1) {
         // One activation vector: convert each weight vector right where it is used, so the 8
         // accumulators of matvec stay in registers.
@@ -46,7 +46,7 @@ struct FloatTiles {
         }
       }
     }
-    if (i < n) {
+    if (c1 == n && i < n) {
       __m256 wv[R];
       for (int r = 0; r < R; ++r) wv[r] = load_tail<L>(w[r], i, n - i);
       for (int t = 0; t < T; ++t) {
@@ -54,8 +54,39 @@ struct FloatTiles {
         for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
       }
     }
+  }
+
+  template <int R, int T>
+  // `ahead` goes unused: software prefetch measured no gain here, for gathered rows too (the
+  // rows are long enough for the hardware prefetchers).
+  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* /*ahead*/,
+                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    const float* xr[T];
+    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    accumulate<R, T>(0, n, n, w, xr, acc);
     for (int t = 0; t < T; ++t) {
       for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(acc[r][t]);
+    }
+  }
+
+  // tile() over columns [c0, c1) only, its R x T accumulators kept between spans in `saved`
+  // (32-byte aligned, 8 floats each, row-major).
+  template <int R, int T>
+  static void span(int64_t c0, int64_t c1, int64_t n, const uint8_t* const* w, const uint8_t* x,
+                   size_t ldx, float* saved) {
+    __m256 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_load_ps(saved + 8 * (r * T + t));
+    }
+    const float* xr[T];
+    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    accumulate<R, T>(c0, c1, n, w, xr, acc);
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) _mm256_store_ps(saved + 8 * (r * T + t), acc[r][t]);
     }
   }
 };
@@ -63,11 +94,15 @@ struct FloatTiles {
 // 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers.
 // matvec streams weights from DRAM: 8 rows at a time give 8 independent FMA chains and 8 memory
 // streams in flight, which measured 54 GB/s for F16 on 2 Zen 5 cores against 42 GB/s with 4.
+// A few tokens (batched decode) take the same tiles in column spans (span_tiles.h).
 template <typename L>
 void gemm_float(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
                 float* y, size_t ldy) {
+  using Spans = SpanTileSet<FloatTiles<L>, 3, 4>;
   if (nt == 1) {
     TileSet<FloatTiles<L>, 8, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  } else if (nt <= Spans::kMaxTokens) {
+    Spans::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   } else {
     TileSet<FloatTiles<L>, 3, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   }
