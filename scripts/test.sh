@@ -21,13 +21,14 @@ else
 fi
 scripts/build.sh "${cuda_flags[@]}"
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 600
-# The sanitizer pass runs every test but the golden ones (real models through the same code the
-# unit tests cover, and minutes under ASan), built with -O1 and line tables only (-g1), which
+# The sanitizer pass runs every test but the golden and slow ones (real models, or long
+# training and calibration runs, through code that quicker unit tests cover, and minutes each
+# under ASan), built with -O1 and line tables only (-g1), which
 # compiles faster than -O2 -g and still gives file:line in every report. (Every test binary is
 # built: a missing one would show up in CTest as a failing *_NOT_BUILT test.)
 if [ "${SANITIZE:-1}" = 1 ]; then
   BUILD_DIR=build-asan scripts/build.sh -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DHEARTH_SANITIZE=ON -DHEARTH_BUILD_BENCH=OFF
-  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" --timeout 900 -LE golden
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" --timeout 900 -LE 'golden|slow'
 fi
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} scripts/fuzz.sh

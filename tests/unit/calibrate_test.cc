@@ -71,7 +71,7 @@ double perplexity_of(const std::string& model, const std::string& text, const st
   return test::cli_perplexity(model, file, {"-c", "128", "-t", "2", "--sparse", mode});
 }
 
-TEST(Calibrate, PredictorsReachRecallAndKeepPerplexity) {
+TEST(CalibrateSlow, PredictorsReachRecallAndKeepPerplexity) {
   const std::string path = synth_model(FfnActivation::Relu);
   const auto model = Model::load(path);
   const calib::CalibrationResult r = calib::calibrate(model, options());
@@ -157,7 +157,7 @@ TEST(Calibrate, StagesRunAloneAndMatchOneRun) {
   EXPECT_THROW(calib::train_from_profile(model, o), Error);  // not calibrated at all
 }
 
-TEST(Calibrate, ThresholdsReachTheRequestedSparsity) {
+TEST(CalibrateSlow, ThresholdsReachTheRequestedSparsity) {
   const std::string path = synth_model(FfnActivation::Silu);
   const auto model = Model::load(path);
   calib::CalibrateOptions o = options();
@@ -201,7 +201,7 @@ float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-TEST(Calibrate, ThresholdDecodeMatchesMaskedPrompt) {
+TEST(CalibrateSlow, ThresholdDecodeMatchesMaskedPrompt) {
   // One-token steps (gather/axpy with both stages), batches of a few tokens (the union of their
   // sets) and a masked prompt batch (dense kernels + masks) compute the same function.
   const auto model = Model::load(synth_model(FfnActivation::Silu));

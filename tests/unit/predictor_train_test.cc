@@ -177,7 +177,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST(PredictorTrain, DeterministicForSeedWhateverThreads) {
+TEST(PredictorTrainSlow, DeterministicForSeedWhateverThreads) {
   const Planted data = make_planted(24, 70, 6, 3001, 0, 11);  // odd sizes: partial blocks
   PredictorTrainOptions o;
   o.ranks = {13};
