@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -39,6 +40,37 @@ void print_report(const std::string& in, const std::string& out, const QuantizeR
                 static_cast<long long>(dtype_block_size(f.wanted)),
                 std::string(dtype_name(f.kept)).c_str());
   }
+  if (!r.promotions.empty()) {
+    std::map<uint32_t, std::pair<int64_t, int64_t>> by_type;  // tensors, extra bytes
+    for (const QuantizePromotion& p : r.promotions) {
+      auto& [n, bytes] = by_type[static_cast<uint32_t>(p.type)];
+      ++n;
+      bytes += p.extra_bytes;
+    }
+    for (const auto& [type, nb] : by_type) {
+      std::string names;
+      int shown = 0;
+      for (const QuantizePromotion& p : r.promotions) {
+        if (static_cast<uint32_t>(p.type) != type) continue;
+        if (shown++ < 4) names += str_cat(names.empty() ? "" : ", ", p.name);
+      }
+      if (shown > 4) names += str_cat(", ... (", shown, " in all)");
+      std::printf("  type mix: %s as %s instead of %s: %+lld bytes\n", names.c_str(),
+                  std::string(dtype_name(static_cast<DType>(type))).c_str(),
+                  std::string(dtype_name(r.type)).c_str(), static_cast<long long>(nb.second));
+    }
+  }
+  if (r.tied_copy) {
+    std::printf("  output.weight is a copy of token_embd.weight (tied embeddings): token_embd "
+                "takes the output's type\n");
+  }
+  if (r.imatrix_entries > 0) {
+    std::printf("  imatrix: %lld entries from about %lld tokens; q4_0 tensors: %lld by GPTQ, "
+                "%lld weighted by mean squares, %lld without an entry (plain least squares)\n",
+                static_cast<long long>(r.imatrix_entries), static_cast<long long>(r.imatrix_tokens),
+                static_cast<long long>(r.imatrix_gptq), static_cast<long long>(r.imatrix_weighted),
+                static_cast<long long>(r.imatrix_unweighted));
+  }
   if (r.requantized > 0) {
     std::printf("  %lld tensors were already quantized: requantizing adds its error to theirs\n",
                 static_cast<long long>(r.requantized));
@@ -73,6 +105,17 @@ int cmd_quantize(int argc, char** argv) {
   app.add_option("--output-tensor-type", output_type,
                  "type of the output projection (default: q8_0 for q4_0, as llama.cpp keeps it "
                  "near 6 bits for 4-bit types; else TYPE)");
+  std::vector<std::string> tensor_types;
+  app.add_option("--tensor-type", tensor_types,
+                 "PATTERN=TYPE: tensors whose name matches the regular expression PATTERN take "
+                 "TYPE (repeatable; the first match wins), as llama-quantize's flag");
+  app.add_option("--imatrix", options.imatrix,
+                 "importance matrix (hearth imatrix, or llama-imatrix's GGUF file): q4_0 blocks "
+                 "minimise each column's error weighted by its activations' mean square");
+  bool pure = false;
+  app.add_flag("--pure", pure,
+               "every matrix in TYPE (as llama-quantize --pure): no q4_0 mix (output and attn_v "
+               "at q8_0 by default)");
   bool reference_rounding = false;
   app.add_flag("--reference-rounding", reference_rounding,
                "q4_0 with ggml's reference rounding (byte-identical to llama-quantize's) instead "
@@ -80,13 +123,15 @@ int cmd_quantize(int argc, char** argv) {
   return run_app(app, argc, argv, [&] {
     options.search_scales = !reference_rounding;
     const DType type = parse_target(type_name);
-    if (!output_type.empty()) {
-      options.output_type = parse_target(output_type);
-    } else if (type == DType::Q4_0) {
-      // llama-quantize keeps the output projection at Q6_K in its 4-bit files; Q8_0 is the nearest
-      // type here (on stories260K it halves Q4_0's perplexity loss from the output alone).
-      options.output_type = DType::Q8_0;
+    for (const std::string& rule : tensor_types) {
+      const size_t eq = rule.rfind('=');
+      if (eq == std::string::npos || eq == 0) {
+        fail("--tensor-type expects PATTERN=TYPE (got '", rule, "')");
+      }
+      options.tensor_types.emplace_back(rule.substr(0, eq), parse_target(rule.substr(eq + 1)));
     }
+    if (!output_type.empty()) options.output_type = parse_target(output_type);
+    if (!pure) apply_default_mix(type, options);
     const QuantizeReport report = quantize_model(in, out, type, options);
     print_report(in, out, report);
     return 0;

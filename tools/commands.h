@@ -11,6 +11,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_imatrix(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 

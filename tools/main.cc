@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"bench", hearth::cli::cmd_bench, "measure prompt and generation speed and the roofline"},
     {"perplexity", hearth::cli::cmd_perplexity, "perplexity of a text, optionally against dense"},
     {"calibrate", hearth::cli::cmd_calibrate, "profile activations; make predictors or thresholds"},
+    {"imatrix", hearth::cli::cmd_imatrix, "importance matrix (activation statistics) for quantize"},
     {"quantize", hearth::cli::cmd_quantize, "convert a model's weight matrices to f16, q8_0 or q4_0"},
     {"chat", hearth::cli::cmd_chat, "interactive chat in the terminal"},
     {"serve", hearth::cli::cmd_serve, "OpenAI-compatible HTTP server"},

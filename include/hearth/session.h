@@ -27,6 +27,16 @@ class FfnObserver {
                        const float* h) = 0;
 };
 
+// Sees the input rows of every weight matrix product of a dense session, by the tensor's GGUF name
+// (`hearth imatrix` sums their squares). Called on the thread that calls eval(), once per matrix
+// and batch; products of matrices the model made for itself (a transposed copy) are not reported.
+class MatmulObserver {
+ public:
+  virtual ~MatmulObserver() = default;
+  // x[n, cols]: the rows multiplied by the tensor `name` (ggml layout: rows of `cols` elements).
+  virtual void observe(const std::string& name, int64_t n, const float* x, int64_t cols) = 0;
+};
+
 struct SessionOptions {
   int32_t n_ctx = 0;      // per sequence; 0: the model's training context, at most 4096
   int32_t n_threads = 0;  // 0: all hardware threads
@@ -48,6 +58,8 @@ struct SessionOptions {
   bool sparse_prompt = false;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions.
   FfnObserver* ffn_observer = nullptr;
+  // Not owned; must outlive the session. Only for SparseMode::Dense sessions of CPU-only models.
+  MatmulObserver* matmul_observer = nullptr;
   // Record a timeline of the host's and the device's work (write_trace).
   bool trace = false;
 };

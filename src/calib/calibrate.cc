@@ -5,12 +5,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "calib/windows.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "hearth/session.h"
 #include "model/model_impl.h"
 #include "sparse/activation_profile.h"
-#include "text/unicode.h"
 
 namespace hearth::calib {
 namespace {
@@ -36,49 +36,15 @@ std::string cat(const Args&... args) {
   return s.str();
 }
 
-std::vector<int32_t> tokenize_text(const Model& m, const std::string& text, const char* what) {
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t len = text::utf8_valid_len(text, pos);
-    if (len == 0) fail("the ", what, " is not UTF-8 text (bad byte at offset ", pos, ")");
-    pos += len;
-  }
-  return m.tokenize(text, /*add_bos=*/false);
-}
-
-// Runs `tokens` through a dense session with the profiler attached, in windows of `window`
-// tokens (each from an empty context, after BOS when the model adds one), reporting progress.
+// Runs `tokens` through a dense session with the profiler attached (run_windows).
 void profile_tokens(const std::shared_ptr<const Model>& model, std::span<const int32_t> tokens,
                     sparse::ActivationProfiler& profiler, const CalibrateOptions& o,
                     const std::string& label) {
   SessionOptions so;
-  so.n_ctx = static_cast<int32_t>(o.window + 1);
-  so.n_batch = so.n_ctx;
   so.n_threads = o.n_threads;
   so.sparse = SparseMode::Dense;
   so.ffn_observer = &profiler;
-  Session session(model, so);
-  const bool bos = model->add_bos_default() && model->bos() >= 0;
-  std::vector<int32_t> input;
-  const auto start = Clock::now();
-  auto last = start;
-  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(o.window)) {
-    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(o.window));
-    input.clear();
-    if (bos) input.push_back(model->bos());
-    input.insert(input.end(), tokens.begin() + static_cast<ptrdiff_t>(i),
-                 tokens.begin() + static_cast<ptrdiff_t>(i + n));
-    session.reset();
-    session.eval(input);
-    const auto now = Clock::now();
-    const double secs = std::chrono::duration<double>(now - start).count();
-    if (i + n == tokens.size() || now - last > std::chrono::seconds(2)) {
-      last = now;
-      const double rate = static_cast<double>(i + n) / std::max(secs, 1e-9);
-      say(o, cat(label, ": ", i + n, "/", tokens.size(), " tokens, ",
-                 static_cast<int64_t>(rate), " tokens/s, ",
-                 static_cast<int64_t>((tokens.size() - i - n) / std::max(rate, 1e-9)), " s left"));
-    }
-  }
+  run_windows(model, tokens, so, o.window, o.log, label);
 }
 
 float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }

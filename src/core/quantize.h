@@ -25,10 +25,12 @@ void quantize_rows(DType t, const float* x, void* y, int64_t rows, int64_t cols)
 void quantize_block_q8_0(const float* x, BlockQ8_0* y);  // x[32]
 void quantize_block_q4_0(const float* x, BlockQ4_0* y);  // x[32]
 
-// Q4_0 with the scale of each block chosen for the least squared error (quantize_search.cc):
-// valid blocks, not byte-identical to ggml's. quantize_row_search is quantize_row with it for
-// Q4_0 (other types as quantize_row); `hearth quantize` writes weights with it.
-void quantize_block_q4_0_search(const float* x, BlockQ4_0* y);  // x[32]
-void quantize_row_search(DType t, const float* x, void* y, int64_t n);
+// Q4_0 with the scale and codes of each block chosen together for the least weighted squared
+// error sum_j w_j (x_j - d q_j)^2 (quantize_search.cc; w = nullptr weighs every element 1): valid
+// blocks, never worse than ggml's reference under the same weights, not byte-identical to it.
+// `hearth quantize` writes weights with it, w from an importance matrix when given one.
+// quantize_row_search is quantize_row with it for Q4_0 (w[n] or nullptr; other types ignore w).
+void quantize_block_q4_0_search(const float* x, const float* w, BlockQ4_0* y);  // x[32], w[32]
+void quantize_row_search(DType t, const float* x, const float* w, void* y, int64_t n);
 
 }  // namespace hearth

@@ -13,6 +13,7 @@ namespace hearth {
 
 // y[n, m.rows] = x[n, m.cols] · m^T: matrix-vector for one token, matrix-matrix for a batch.
 inline void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
+  if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(m.data, x, n, m.cols);
   matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
 }
 

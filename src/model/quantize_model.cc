@@ -9,12 +9,16 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <regex>
 #include <set>
 #include <span>
 
 #include "core/error.h"
 #include "core/quantize.h"
+#include "core/quantize_gptq.h"
 #include "gguf/gguf.h"
+#include "model/imatrix_file.h"
 #include "hearth/model.h"
 #include "model/config.h"
 #include "model/model_impl.h"
@@ -80,13 +84,44 @@ struct TensorPlan {
   bool convert = false;
 };
 
+using TypeRules = std::vector<std::pair<std::regex, DType>>;
+
+TypeRules compile_rules(const QuantizeOptions& options) {
+  TypeRules rules;
+  for (const auto& [pattern, type] : options.tensor_types) {
+    if (!is_quantize_target(type)) {
+      fail("--tensor-type ", pattern, ": cannot quantize to type ", static_cast<uint32_t>(type));
+    }
+    try {
+      rules.emplace_back(std::regex(pattern, std::regex::ECMAScript), type);
+    } catch (const std::regex_error& e) {
+      fail("--tensor-type: '", pattern, "' is not a regular expression (", e.what(), ")");
+    }
+  }
+  return rules;
+}
+
 TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bool is_output,
-                       const QuantizeOptions& options, QuantizeReport& report) {
+                       const QuantizeOptions& options, const TypeRules& rules,
+                       QuantizeReport& report) {
   TensorPlan p{&t, static_cast<DType>(t.type), false};
   // llama.cpp leaves learned position tables alone too (they are added, not multiplied).
   if (!is_matrix || t.name == "position_embd.weight") return p;
   if (is_predictor(t.name) && !options.quantize_predictors) return p;
+  const DType target = type;
   if (is_output && options.output_type) type = *options.output_type;
+  for (const auto& [pattern, rule_type] : rules) {
+    if (std::regex_search(t.name, pattern)) {
+      type = rule_type;
+      break;
+    }
+  }
+  const int64_t ne0 = t.ne[0];
+  if (type != target && ne0 % dtype_block_size(type) == 0 && ne0 % dtype_block_size(target) == 0) {
+    const int64_t rows = t.n_elements() / ne0;
+    report.promotions.push_back(
+        {t.name, type, rows * (row_bytes(type, ne0) - row_bytes(target, ne0))});
+  }
   DType to = type;
   if (t.ne[0] % dtype_block_size(type) != 0) {
     // Such a row cannot hold whole blocks. A non-block input here is f32, f16 or bf16 (block
@@ -99,17 +134,33 @@ TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bo
   return p;
 }
 
-// Dequantizes each row to float and stores it in the target type.
-void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, uint8_t* dst) {
+// Dequantizes each row to float and stores it in the target type. For Q4_0 with the search:
+// GPTQ when `entry` has a Gram matrix, else the search weighted by its mean squares (`entry` null
+// or without statistics: unweighted).
+void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const ImatrixEntry* entry,
+                    uint8_t* dst) {
   const auto from = static_cast<DType>(t.type);
   const int64_t n = t.ne[0];
   const int64_t rows = t.n_elements() / n;
   const int64_t in_row = row_bytes(from, n), out_row = row_bytes(to, n);
   std::vector<float> row(static_cast<size_t>(n));
+  std::vector<float> weights;
+  std::optional<GptqQ4_0> gptq;
+  if (search && to == DType::Q4_0 && entry && entry->count > 0) {
+    if (!entry->gram.empty()) {
+      gptq.emplace(entry->gram.data(), n, entry->count);
+    } else {
+      weights = entry->sum2;
+      for (float& v : weights) v = static_cast<float>(v / entry->count);
+    }
+  }
   for (int64_t r = 0; r < rows; ++r) {
     dequantize_row(from, t.data + r * in_row, row.data(), n);
-    if (search) {
-      quantize_row_search(to, row.data(), dst + r * out_row, n);
+    if (gptq) {
+      gptq->quantize_row(row.data(), reinterpret_cast<BlockQ4_0*>(dst + r * out_row));
+    } else if (search) {
+      quantize_row_search(to, row.data(), weights.empty() ? nullptr : weights.data(),
+                          dst + r * out_row, n);
     } else {
       quantize_row(to, row.data(), dst + r * out_row, n);
     }
@@ -119,6 +170,13 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, uint8_t* d
 }  // namespace
 
 bool is_quantize_target(DType type) { return is_supported_dtype(static_cast<uint32_t>(type)); }
+
+void apply_default_mix(DType type, QuantizeOptions& options) {
+  if (type != DType::Q4_0) return;
+  if (!options.output_type) options.output_type = DType::Q8_0;
+  // Appended: a user's own --tensor-type rules come first and win.
+  options.tensor_types.emplace_back("attn_v\\.weight$", DType::Q8_0);
+}
 
 uint32_t llama_file_type(DType type) {
   switch (type) {
@@ -138,24 +196,43 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
       fail("cannot quantize to type ", static_cast<uint32_t>(t), " (expected ", kQuantizeTargets, ")");
     }
   }
+  const TypeRules rules = compile_rules(options);
   // Loading validates the whole input as a model (shapes, types, tokenizer) before any work, and
   // maps it: kept tensors are written straight from the mapping.
   const std::shared_ptr<const Model> model = Model::load(in);
   check_paths(in, out);
   const gguf::GgufFile& file = *model->impl().file;
   const std::set<std::string> matrices = matrix_names(file, model->config());
+  Imatrix imatrix;
+  if (!options.imatrix.empty()) {
+    if (!options.search_scales) fail("--imatrix needs the scale search (not --reference-rounding)");
+    imatrix = read_imatrix(options.imatrix);
+    check_imatrix_fits(imatrix, options.imatrix, file,
+                       std::vector<std::string>(matrices.begin(), matrices.end()));
+  }
 
   QuantizeReport report;
   report.type = type;
   report.powerinfer = file.is_powerinfer();
   report.input_bytes = file.file_size();
+  report.imatrix_entries = static_cast<int64_t>(imatrix.entries.size());
+  report.imatrix_tokens = static_cast<int64_t>(imatrix.chunk_count) * imatrix.chunk_size;
   std::vector<TensorPlan> plans;
   bool quantized = false;
   // As llama.cpp: the output projection is token_embd when the file has no output.weight.
   const std::string output = file.find_tensor("output.weight") ? "output.weight" : "token_embd.weight";
+  // Tied embeddings stored twice (llama2.c conversions): token_embd is then the output matrix
+  // too, and llama.cpp gives a tied token_embd the output's type, so the copy follows it.
+  const gguf::TensorInfo* out_t = file.find_tensor("output.weight");
+  const gguf::TensorInfo* emb_t = file.find_tensor("token_embd.weight");
+  report.tied_copy = out_t && emb_t && out_t->type == emb_t->type && out_t->nbytes == emb_t->nbytes &&
+                     out_t->ne[0] == emb_t->ne[0] &&
+                     std::memcmp(out_t->data, emb_t->data, out_t->nbytes) == 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
     const TensorPlan p =
-        plan_tensor(t, matrices.count(t.name) > 0, type, t.name == output, options, report);
+        plan_tensor(t, matrices.count(t.name) > 0, type,
+                    t.name == output || (report.tied_copy && t.name == "token_embd.weight"),
+                    options, rules, report);
     ++report.input_types[t.type];
     ++report.output_types[static_cast<uint32_t>(p.to)];
     if (p.convert) {
@@ -188,8 +265,17 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
     const uint64_t nbytes = static_cast<uint64_t>(t.n_elements() / t.ne[0] * row_bytes(p.to, t.ne[0]));
     const DType to = p.to;
     const bool search = options.search_scales;
+    const ImatrixEntry* entry = nullptr;
+    if (to == DType::Q4_0 && !options.imatrix.empty()) {
+      const auto it = imatrix.entries.find(t.name);
+      if (it != imatrix.entries.end() && it->second.count > 0) entry = &it->second;
+      ++(entry == nullptr ? report.imatrix_unweighted
+         : entry->gram.empty() ? report.imatrix_weighted : report.imatrix_gptq);
+    }
     w.add_tensor_lazy(t.name, static_cast<uint32_t>(to), ne, nbytes,
-                      [&t, to, search](uint8_t* dst) { convert_tensor(t, to, search, dst); });
+                      [&t, to, search, entry](uint8_t* dst) {
+                        convert_tensor(t, to, search, entry, dst);
+                      });
   }
   w.write(out);
   std::error_code ec;

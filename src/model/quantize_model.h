@@ -22,9 +22,18 @@ struct QuantizeOptions {
   // output is tied to it) instead of the target type. llama.cpp's own default mixture keeps it at
   // Q6_K for 4-bit targets; Hearth has no Q6_K, so `--output-tensor-type q8_0` is the closest.
   std::optional<DType> output_type;
+  // llama-quantize's --tensor-type PATTERN=TYPE: a tensor whose name contains a match of the
+  // regular expression PATTERN (ECMAScript, searched, not anchored) takes TYPE instead of the
+  // target or output type; the first matching rule wins. Only matrices the target would convert
+  // are affected (norms, predictors and position tables stay as they are).
+  std::vector<std::pair<std::string, DType>> tensor_types;
   // Q4_0 scales chosen per block for the least squared error (quantize_block_q4_0_search) instead
   // of ggml's reference rounding (--reference-rounding turns this off for byte-identical files).
   bool search_scales = true;
+  // An importance matrix file (hearth imatrix, or llama.cpp's GGUF imatrix): the Q4_0 search
+  // weighs each column's squared error by the mean square of the activations it multiplies.
+  // Empty: every column weighs the same.
+  std::string imatrix;
 };
 
 // A matrix that could not take its type (`wanted`) because its row length is not a multiple of the
@@ -34,6 +43,14 @@ struct QuantizeFallback {
   int64_t row_length = 0;
   DType wanted = DType::Q8_0;
   DType kept = DType::F16;
+};
+
+// A matrix stored in another type than the target by the output type, a --tensor-type rule or the
+// default mix, and the bytes that cost over the target type.
+struct QuantizePromotion {
+  std::string name;
+  DType type = DType::Q8_0;
+  int64_t extra_bytes = 0;
 };
 
 struct QuantizeReport {
@@ -47,6 +64,17 @@ struct QuantizeReport {
   int64_t converted = 0;  // tensors whose data was rewritten
   int64_t requantized = 0;  // of those, tensors that were already Q8_0/Q4_0 (error compounds)
   std::vector<QuantizeFallback> fallbacks;
+  std::vector<QuantizePromotion> promotions;
+  // output.weight is a byte-identical copy of token_embd.weight (tied embeddings stored twice):
+  // token_embd then takes the output's type too.
+  bool tied_copy = false;
+  // With an imatrix: its entries and tokens, and of the tensors converted to Q4_0 how many were
+  // weighted by it (the rest, e.g. token_embd, which is looked up rather than multiplied, were not).
+  int64_t imatrix_entries = 0;
+  int64_t imatrix_tokens = 0;
+  int64_t imatrix_weighted = 0;  // by the mean squares (diagonal) only
+  int64_t imatrix_gptq = 0;      // by GPTQ with the entry's Gram matrix
+  int64_t imatrix_unweighted = 0;
 
   double ratio() const {
     return output_bytes > 0 ? static_cast<double>(input_bytes) / static_cast<double>(output_bytes)
@@ -57,6 +85,13 @@ struct QuantizeReport {
 // The dtypes `hearth quantize` writes (every one Hearth computes with) and their ggml names.
 bool is_quantize_target(DType type);
 inline constexpr const char* kQuantizeTargets = "f32, f16, bf16, q8_0, q4_0";
+
+// Hearth's default tensor mix (`hearth quantize` without --pure), a rule for every model: for q4_0
+// the output projection at q8_0 (llama.cpp keeps it at Q6_K in 4-bit files; Hearth has no Q6_K)
+// unless options.output_type is set, and every attn_v at q8_0 (as llama.cpp's Q4_K_M and Q5_K_M
+// mixes promote attn_v: the most sensitive attention matrix, and with grouped-query attention one
+// of the smallest). Other types: no change.
+void apply_default_mix(DType type, QuantizeOptions& options);
 
 // llama.cpp's general.file_type (enum llama_ftype) for a model whose matrices are mostly `type`:
 // ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.

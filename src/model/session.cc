@@ -4,14 +4,44 @@
 #include <cmath>
 #include <cstdlib>
 #include <new>
+#include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "model/config.h"
 #include "model/session_impl.h"
+#include "model/weights.h"
 
 namespace hearth {
 
 namespace {
+
+// MatmulObserver behind the context's address-keyed hook: names come from the architecture's
+// weight list over the model's bound weights. The first name wins for a shared address (a tied
+// output is token_embd's data; Falcon's wq starts attn_qkv); addresses not in the list (views
+// such as Falcon's wk, copies the model made) are not reported.
+class NamedMatmulHook : public cpu::MatmulHook {
+ public:
+  NamedMatmulHook(const Model::Impl& model, MatmulObserver& observer) : observer_(observer) {
+    Weights copy = model.weights;  // visiting binds nothing new: every spec is bound already
+    visit_weights(model.config, copy, [&](const WeightSpec& spec) {
+      if (spec.matrix && spec.matrix->present()) names_.emplace(spec.matrix->data, spec.name);
+    });
+  }
+  void on_matmul(const void* weights, const float* x, int64_t n, int64_t cols) override {
+    const auto it = names_.find(weights);
+    if (it != names_.end()) observer_.observe(it->second, n, x, cols);
+  }
+
+ private:
+  MatmulObserver& observer_;
+  std::unordered_map<const void*, std::string> names_;
+};
+
+std::unique_ptr<cpu::MatmulHook> named_matmul_hook(const Model::Impl& model,
+                                                   MatmulObserver& observer) {
+  return std::make_unique<NamedMatmulHook>(model, observer);
+}
 
 int32_t resolve_ctx(const SessionOptions& o, const ModelConfig& c) {
   if (o.n_ctx < 0) fail("the context size must not be negative (got ", o.n_ctx, ")");
@@ -79,6 +109,14 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
           sparse::FfnMode{sparse_mode, sparse_audit, o.sparse_prompt, o.ffn_observer}) {
   if (o.ffn_observer && sparse_mode != SparseMode::Dense) {
     fail("an FFN observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");
+  }
+  if (o.matmul_observer) {
+    // Sparse modes gather rows (no linear() call), so only a dense session sees every product.
+    if (sparse_mode != SparseMode::Dense) {
+      fail("a matmul observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");
+    }
+    matmul_names = named_matmul_hook(model, *o.matmul_observer);
+    ctx.set_matmul_hook(matmul_names.get());
   }
   const ModelConfig& c = config;
   attn = attention_params(c, n_ctx, o.kv_type);

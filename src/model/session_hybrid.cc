@@ -19,6 +19,7 @@ void Session::Impl::open_device(const SessionOptions& o) {
          "on the device for (", placed.n_ctx, "); load it with that context");
   }
   if (o.ffn_observer) fail("an FFN observer needs a CPU-only model (--device none)");
+  if (o.matmul_observer) fail("a matmul observer needs a CPU-only model (--device none)");
   // The placement left room on the device for exactly this much; more would overrun the budget.
   if (n_batch > placed.n_batch) {
     fail("this session's batch (", n_batch, " tokens) is larger than the one the model was placed "

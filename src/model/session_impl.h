@@ -28,6 +28,7 @@ struct Session::Impl {
   int32_t n_ctx;
   int32_t n_batch;
   cpu::CpuContext ctx;
+  std::unique_ptr<cpu::MatmulHook> matmul_names;  // SessionOptions::matmul_observer, by name
   AttentionParams attn;
   RopeTable rope;
   Activation act;

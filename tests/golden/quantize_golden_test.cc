@@ -1,11 +1,10 @@
-// hearth quantize on the real models of ../shared: quantized to q8_0 the perplexity on
-// tinystories-eval.txt stays within 1% of the F32 original (the target; measured +0.1% and
-// +0.3%). Quantized to q4_0 (per-block scale search, output projection at q8_0 as llama.cpp keeps
-// it near 6 bits) it rises by 7.3% (stories260K) and 9.3% (stories260K-relu), still above the
-// issue's 5%: these models have 260K weights in rows of 64 (two Q4_0 blocks). ggml's reference
-// rounding with a q4_0 output gave +11% and +16%. So q4_0 is held to 12%, a guard against
-// regressions rather than the target. Measured on the first 60 chunks of 256 tokens so
-// that the test takes seconds.
+// hearth quantize on the real models of ../shared, perplexity on the first 60 chunks of 256 tokens
+// of tinystories-eval.txt (seconds, not the minutes of the whole text; docs/benchmarks.md has the
+// whole-text figures). The targets: q8_0 within 1% of the F32 original, q4_0 within 5%.
+// q4_0 reaches it with an importance matrix of the calibration text (GPTQ with its Gram matrices)
+// and the default mix (output, tied token_embd copy and attn_v at q8_0): +3.9% and +4.2% on the
+// whole text. Without an imatrix the mix alone gives +5.3% and +5.8%, held to 7% here as a
+// regression guard.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,18 +28,37 @@ TEST(QuantizeGolden, StoriesPerplexityBounds) {
     const std::string src = shared + "/models/" + name + ".gguf";
     const double base = dense_perplexity(src, shared);
     ASSERT_GT(base, 1.0) << name;
-    for (const auto& [type, bound] : {std::pair{"q8_0", 1.01}, std::pair{"q4_0", 1.12}}) {
-      const std::string out = dir + "/" + name + "-" + type + ".gguf";
-      const auto q = test::run_hearth({"quantize", src, out, type});
+    const std::string imatrix = dir + "/" + name + ".imatrix.gguf";
+    const auto im = test::run_hearth({"imatrix", "-m", src, "-f",
+                                      shared + "/data/tinystories-calib.txt", "-o", imatrix,
+                                      "--tokens", "32768", "-t", "2"});
+    ASSERT_EQ(im.exit_code, 0) << im.err;
+    struct Case {
+      const char* type;
+      bool with_imatrix;
+      double bound;
+    };
+    for (const Case c : {Case{"q8_0", false, 1.01}, Case{"q4_0", true, 1.05},
+                         Case{"q4_0", false, 1.07}}) {
+      const std::string out = dir + "/" + name + "-" + c.type + (c.with_imatrix ? "-i" : "") + ".gguf";
+      std::vector<std::string> args = {"quantize", src, out, c.type};
+      if (c.with_imatrix) args.insert(args.end(), {"--imatrix", imatrix});
+      const auto q = test::run_hearth(args);
       ASSERT_EQ(q.exit_code, 0) << q.err;
       // n_ff = 172 is not a multiple of 32: every ffn_down stays f16, and the report says so.
       EXPECT_NE(q.out.find("blk.4.ffn_down.weight: row length 172"), std::string::npos) << q.out;
       const auto f = gguf::GgufFile::open(out);
-      // 4-bit files keep the output projection at q8_0 (as llama-quantize keeps it at Q6_K).
-      EXPECT_EQ(f->find_tensor("output.weight")->type, static_cast<uint32_t>(DType::Q8_0));
+      if (std::string(c.type) == "q4_0") {
+        // The mix: output, its tied copy token_embd and attn_v at q8_0, reported with its cost.
+        for (const char* t : {"output.weight", "token_embd.weight", "blk.2.attn_v.weight"}) {
+          EXPECT_EQ(f->find_tensor(t)->type, static_cast<uint32_t>(DType::Q8_0)) << t;
+        }
+        EXPECT_EQ(f->find_tensor("blk.2.attn_k.weight")->type, static_cast<uint32_t>(DType::Q4_0));
+        EXPECT_NE(q.out.find("as q8_0 instead of q4_0: +37888 bytes"), std::string::npos) << q.out;
+      }
       const double ppl = dense_perplexity(out, shared);
-      EXPECT_LT(ppl, base * bound) << name << " " << type << ": " << ppl << " vs " << base;
-      EXPECT_GT(ppl, base * 0.98) << name << " " << type;  // no suspicious "improvement" either
+      EXPECT_LT(ppl, base * c.bound) << name << " " << c.type << ": " << ppl << " vs " << base;
+      EXPECT_GT(ppl, base * 0.98) << name << " " << c.type;  // no suspicious "improvement" either
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/error.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
@@ -242,6 +243,61 @@ TEST(QuantizeModel, OutputTensorTypeOverridesTheOutputOnly) {
   EXPECT_EQ(type_of(*out, "blk.0.attn_q.weight"), DType::Q4_0);
   EXPECT_EQ(out->get_int("general.file_type"), llama_file_type(DType::Q4_0));
   EXPECT_NO_THROW(Model::load(dst));
+}
+
+TEST(QuantizeModel, DefaultMixAndTensorTypeRules) {
+  const std::string dir = test::temp_dir();
+  const std::string src = make_dense(dir);
+  QuantizeOptions o;
+  o.tensor_types.emplace_back("blk\\.1\\.ffn_up", DType::Q8_0);  // the user's rule comes first
+  apply_default_mix(DType::Q4_0, o);
+  const QuantizeReport r = quantize_model(src, dir + "/mix.gguf", DType::Q4_0, o);
+  const auto out = gguf::GgufFile::open(dir + "/mix.gguf");
+  EXPECT_EQ(type_of(*out, "output.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.0.attn_v.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.1.attn_v.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.1.ffn_up.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.0.ffn_up.weight"), DType::Q4_0);
+  EXPECT_EQ(type_of(*out, "blk.0.attn_k.weight"), DType::Q4_0);
+  EXPECT_EQ(type_of(*out, "token_embd.weight"), DType::Q4_0);  // not a copy of the output here
+  EXPECT_FALSE(r.tied_copy);
+  // output, two attn_v, one ffn_up; each costs its rows * (34 - 18) bytes per block of 32.
+  ASSERT_EQ(r.promotions.size(), 4u);
+  for (const QuantizePromotion& p : r.promotions) {
+    const gguf::TensorInfo* t = out->find_tensor(p.name);
+    ASSERT_NE(t, nullptr) << p.name;
+    EXPECT_EQ(p.extra_bytes, t->ne[1] * (t->ne[0] / 32) * 16) << p.name;
+  }
+  // Other targets have no mix; a bad pattern is a clean error.
+  QuantizeOptions q8;
+  apply_default_mix(DType::Q8_0, q8);
+  EXPECT_TRUE(q8.tensor_types.empty());
+  EXPECT_FALSE(q8.output_type.has_value());
+  QuantizeOptions bad;
+  bad.tensor_types.emplace_back("attn_v(", DType::Q8_0);
+  EXPECT_THROW(quantize_model(src, dir + "/bad.gguf", DType::Q4_0, bad), Error);
+}
+
+// Tied embeddings stored twice: token_embd follows the output's type, as llama.cpp's tied one.
+TEST(QuantizeModel, TiedCopyOfTheOutputTakesTheOutputType) {
+  const std::string dir = test::temp_dir();
+  const auto in = gguf::GgufFile::open(make_dense(dir));
+  const gguf::TensorInfo* emb = in->find_tensor("token_embd.weight");
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : in->metadata()) w.copy_value(key, value);
+  for (const gguf::TensorInfo& t : in->tensors()) {
+    const uint8_t* data = t.name == "output.weight" ? emb->data : t.data;
+    w.add_tensor(t.name, t.type, std::span<const int64_t>(t.ne, t.n_dims), data, t.nbytes);
+  }
+  const std::string src = dir + "/tied.gguf";
+  w.write(src);
+  QuantizeOptions o;
+  apply_default_mix(DType::Q4_0, o);
+  const QuantizeReport r = quantize_model(src, dir + "/tied-q4_0.gguf", DType::Q4_0, o);
+  EXPECT_TRUE(r.tied_copy);
+  const auto out = gguf::GgufFile::open(dir + "/tied-q4_0.gguf");
+  EXPECT_EQ(type_of(*out, "token_embd.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "output.weight"), DType::Q8_0);
 }
 
 TEST(QuantizeModel, LazyWriterFailureLeavesNoFile) {

@@ -12,6 +12,16 @@
 
 namespace hearth::cpu {
 
+// Sees the input rows of every weight product the model layer makes through linear()
+// (model/linear.h): how `hearth imatrix` gathers activation statistics. The weights are named by
+// their data address, which only the model layer can turn into a tensor name.
+class MatmulHook {
+ public:
+  virtual ~MatmulHook() = default;
+  // x[n, cols] is about to be multiplied by the matrix whose data starts at `weights`.
+  virtual void on_matmul(const void* weights, const float* x, int64_t n, int64_t cols) = 0;
+};
+
 class CpuContext {
  public:
   explicit CpuContext(int n_threads, Isa isa = detect_isa());
@@ -25,10 +35,15 @@ class CpuContext {
   // Grows only; callers that must not allocate reserve the size up front.
   void* scratch(size_t bytes);
 
+  // Not owned; null (the default) for no hook. One pointer test per product when unset.
+  void set_matmul_hook(MatmulHook* hook) { matmul_hook_ = hook; }
+  MatmulHook* matmul_hook() const { return matmul_hook_; }
+
  private:
   ThreadPool pool_;
   Kernels kernels_;
   std::vector<std::byte> scratch_;
+  MatmulHook* matmul_hook_ = nullptr;
 };
 
 }  // namespace hearth::cpu
