@@ -51,7 +51,7 @@ class SparseFfnWorkspace {
 };
 
 // Neurons per block: a multiple of the Q4_0 axpy's coefficient group.
-inline constexpr int64_t kFusedBlock = 128;
+inline constexpr int64_t kFusedBlock = 256;
 
 // out[n_embd] = Σ_{i in cand, fires(i)} a_i · down_t[i], a_i = act(gate_i · x) · up_i · x
 // (or act(up_i · x) without a gate), with fires(i) = fc2_i · h >= threshold.
