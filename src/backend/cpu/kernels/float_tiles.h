@@ -4,6 +4,7 @@
 //
 // V supplies the vectors of one ISA and weight type:
 //   V::Vec, V::kLanes                 a vector of kLanes floats
+//   V::kWeightBytes                   bytes of one weight column
 //   V::zero(), V::fma(a, b, c)        a * b + c, one rounding
 //   V::weights(row, i)                elements i.. of a weight row, converted to floats
 //   V::weights_tail(row, i, count)    the last count < kLanes of them, zero-padded
@@ -26,6 +27,7 @@ template <typename V>
 struct FloatTiles {
   using Vec = typename V::Vec;
   static constexpr int kLanes = V::kLanes;
+  static constexpr int64_t kWeightBytes = V::kWeightBytes;
   static float finish(const float* saved) { return V::sum(V::restore(saved)); }
 
   // Adds columns [c0, c1) of the R x T products to acc: whole vectors, plus the zero-padded tail

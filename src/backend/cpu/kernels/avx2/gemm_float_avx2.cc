@@ -19,6 +19,7 @@ template <typename L>
 struct Ymm {
   using Vec = __m256;
   static constexpr int kLanes = 8;
+  static constexpr int64_t kWeightBytes = L::kBytes;
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
   static Vec weights(const uint8_t* row, int64_t i) { return L::load8(row, i); }

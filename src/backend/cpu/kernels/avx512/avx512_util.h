@@ -34,8 +34,10 @@ inline __mmask16 first_lanes(int64_t count) {
 }
 
 // Elements i.. of F32, F16 and BF16 rows as 16 floats; the masked forms read only the lanes in
-// `m` and leave the others zero (a masked load never touches memory outside its lanes).
+// `m` and leave the others zero (a masked load never touches memory outside its lanes); kBytes
+// is the bytes of one element.
 struct LoadF32 {
+  static constexpr int64_t kBytes = 4;
   static __m512 load16(const uint8_t* row, int64_t i) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
   }
@@ -44,6 +46,7 @@ struct LoadF32 {
   }
 };
 struct LoadF16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 load16(const uint8_t* row, int64_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   }
@@ -53,6 +56,7 @@ struct LoadF16 {
 };
 // bf16 is the top half of an f32: widen and shift.
 struct LoadBf16 {
+  static constexpr int64_t kBytes = 2;
   static __m512 widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
