@@ -24,28 +24,19 @@ inline bool cpu_has_avx2() {
 
 inline bool cpu_has_avxvnni() { return cpu_has_avx2() && __builtin_cpu_supports("avxvnni"); }
 
-// Whether this CPU can run the kernels of `isa`.
-inline bool cpu_supports(cpu::Isa isa) {
-  switch (isa) {
-    case cpu::Isa::Scalar:
-      return true;
-    case cpu::Isa::Avx2:
-      return cpu_has_avx2();
-    case cpu::Isa::AvxVnni:
-      return cpu_has_avxvnni();
-  }
-  return false;
-}
+// Whether this CPU can run the kernels of `isa` (for AVX-512, the OS must save the zmm state
+// too, which only dispatch's check covers).
+using cpu::cpu_supports;
 
 // Every ISA above the scalar reference, whether or not this CPU has it (tests skip those it
 // lacks, so each variant is reported by name).
-inline const cpu::Isa kFastIsas[] = {cpu::Isa::Avx2, cpu::Isa::AvxVnni};
+inline const cpu::Isa kFastIsas[] = {cpu::Isa::Avx2, cpu::Isa::AvxVnni, cpu::Isa::Avx512};
 
 // The scalar reference always; the faster ISAs this CPU has.
 inline std::vector<cpu::Isa> isas() {
   std::vector<cpu::Isa> out = {cpu::Isa::Scalar};
   for (cpu::Isa isa : kFastIsas) {
-    if (cpu_supports(isa)) out.push_back(isa);
+    if (cpu::cpu_supports(isa)) out.push_back(isa);
   }
   return out;
 }

@@ -224,30 +224,42 @@ TEST(KernelsFp16Rows, MatchScalar) {
   }
 }
 
-TEST(KernelsAvxVnni, QuantizedGemmIsIdenticalToAvx2) {
-  // VNNI only changes how the exact integer block sums are formed, so every output must equal
-  // the AVX2 kernel's bit for bit, for every tile shape.
-  if (!test::cpu_has_avxvnni()) GTEST_SKIP() << "CPU lacks AVX-VNNI";
-  const Kernels vnni = cpu::select_kernels(cpu::Isa::AvxVnni);
+TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
+  // VNNI (AVX-VNNI or AVX512-VNNI) only changes how the exact integer block sums are formed, so
+  // every output must equal the AVX2 kernel's bit for bit, for every tile shape.
+  if (!test::cpu_has_avx2()) GTEST_SKIP() << "CPU lacks AVX2";
   const Kernels avx2 = cpu::select_kernels(cpu::Isa::Avx2);
-  for (DType t : {DType::Q8_0, DType::Q4_0}) {
-    for (int64_t cols : {32, 288, 1056}) {
-      const int64_t rows = 13, n = 6;
-      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
-      const auto ldw = static_cast<size_t>(row_bytes(t, cols));
-      const Acts a = make_acts(avx2.weights(t), n, cols, 11);
-      std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
-      vnni.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(), rows);
-      avx2.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(), rows);
-      ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-          << dtype_name(t) << " cols=" << cols;
-      for (int64_t r = 0; r < rows; ++r) {
-        ASSERT_EQ(vnni.weights(t).dot(cols, w.data() + r * ldw, a.data.data()),
-                  avx2.weights(t).dot(cols, w.data() + r * ldw, a.data.data()))
-            << dtype_name(t) << " cols=" << cols << " row=" << r;
+  int tested = 0;
+  for (cpu::Isa isa : {cpu::Isa::AvxVnni, cpu::Isa::Avx512}) {
+    if (!test::cpu_supports(isa)) continue;
+    ++tested;
+    const Kernels vnni = cpu::select_kernels(isa);
+    for (DType t : {DType::Q8_0, DType::Q4_0}) {
+      for (int64_t cols : {32, 288, 1056}) {
+        for (int64_t n : {1, 6, 17}) {
+          const int64_t rows = 13;
+          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
+          const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+          const Acts a = make_acts(avx2.weights(t), n, cols, 11);
+          std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
+          vnni.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(), rows);
+          avx2.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(), rows);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " n=" << n;
+        }
+        const int64_t rows = 13;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        const Acts a = make_acts(avx2.weights(t), 1, cols, 11);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(vnni.weights(t).dot(cols, w.data() + r * ldw, a.data.data()),
+                    avx2.weights(t).dot(cols, w.data() + r * ldw, a.data.data()))
+              << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " row=" << r;
+        }
       }
     }
   }
+  if (tested == 0) GTEST_SKIP() << "CPU lacks AVX-VNNI and AVX512-VNNI";
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsTest,

@@ -212,13 +212,26 @@ TEST(Dispatch, IsaEnvironmentOverride) {
     }
   }
   if (!old) {
-    const cpu::Isa best = test::cpu_has_avxvnni() ? cpu::Isa::AvxVnni
-                          : test::cpu_has_avx2()  ? cpu::Isa::Avx2
-                                                  : cpu::Isa::Scalar;
+    cpu::Isa best = cpu::Isa::Scalar;
+    for (cpu::Isa isa : test::kFastIsas) {
+      if (test::cpu_supports(isa)) best = isa;
+    }
     EXPECT_EQ(cpu::detect_isa(), best);
+    // Each named level caps at itself where the CPU has it, never above the best one.
+    for (cpu::Isa isa : test::kFastIsas) {
+      setenv("HEARTH_ISA", std::string(cpu::isa_name(isa)).c_str(), 1);
+      const cpu::Isa got = cpu::detect_isa();
+      EXPECT_LE(got, best) << cpu::isa_name(isa);
+      EXPECT_LE(got, isa) << cpu::isa_name(isa);
+      if (test::cpu_supports(isa)) {
+        EXPECT_EQ(got, isa) << cpu::isa_name(isa);
+      }
+    }
+    unsetenv("HEARTH_ISA");
   }
   EXPECT_EQ(cpu::isa_name(cpu::Isa::Avx2), "avx2");
   EXPECT_EQ(cpu::isa_name(cpu::Isa::AvxVnni), "avxvnni");
+  EXPECT_EQ(cpu::isa_name(cpu::Isa::Avx512), "avx512");
 }
 
 TEST(Dispatch, WeightKernelsPerType) {

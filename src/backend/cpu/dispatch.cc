@@ -3,8 +3,13 @@
 #include <cstdlib>
 #include <string_view>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
+#include "backend/cpu/kernels/avx512/avx512_kernels.h"
 #include "backend/cpu/kernels/avxvnni/avxvnni_kernels.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/error.h"
@@ -31,14 +36,56 @@ bool cpu_has_avxvnni() {
 #endif
 }
 
+// AVX-512 F/BW/VL/DQ and VNNI from cpuid leaf 7, and the OS saving the opmask and zmm state:
+// XCR0 bits 1-2 (xmm, ymm) and 5-7 (opmask, zmm 0-15 upper halves, zmm 16-31). A CPU that has
+// the instructions under an OS (or hypervisor) that does not enable the state would fault.
+bool cpu_has_avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (!cpu_has_avx2()) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || (c & bit_OSXSAVE) == 0) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  constexpr unsigned kZmmState = 0xe6;
+  if ((xcr0_lo & kZmmState) != kZmmState) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const unsigned need_b = bit_AVX512F | bit_AVX512DQ | bit_AVX512BW | bit_AVX512VL;
+  return (b & need_b) == need_b && (c & bit_AVX512VNNI) != 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return cpu_has_avx2();
+    case Isa::AvxVnni:
+      return cpu_has_avxvnni();
+    case Isa::Avx512:
+      return cpu_has_avx512();
+  }
+  return false;
+}
+
 Isa detect_isa() {
-  const Isa best = cpu_has_avxvnni() ? Isa::AvxVnni : cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
+  Isa best = Isa::Scalar;
+  for (Isa isa : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512}) {
+    if (cpu_supports(isa)) best = isa;
+  }
   if (const char* env = std::getenv("HEARTH_ISA")) {
-    const std::string_view want(env);
-    if (want == "scalar") return Isa::Scalar;
-    if (want == "avx2" && has_avx2(best)) return Isa::Avx2;
+    // A cap: the named level, or the best one below it that this CPU has (the levels are not
+    // nested: an AVX-512 CPU may lack AVX-VNNI).
+    const Isa all[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512};
+    for (int i = 3; i >= 0; --i) {
+      if (std::string_view(env) != isa_name(all[i]) || all[i] > best) continue;
+      while (!cpu_supports(all[i])) --i;
+      return all[i];
+    }
   }
   return best;
 }
@@ -51,6 +98,8 @@ std::string_view isa_name(Isa isa) {
       return "avx2";
     case Isa::AvxVnni:
       return "avxvnni";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "unknown";
 }
@@ -94,6 +143,9 @@ Kernels select_kernels(Isa isa) {
     case Isa::AvxVnni:
       if (!cpu_has_avxvnni()) fail("this CPU does not support AVX2/FMA/F16C/AVX-VNNI");
       return avxvnni::kernels();
+    case Isa::Avx512:
+      if (!cpu_has_avx512()) fail("this CPU (or OS) does not support AVX-512 F/BW/VL/DQ/VNNI");
+      return avx512::kernels();
   }
   fail("unknown ISA");
 }

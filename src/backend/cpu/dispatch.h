@@ -12,14 +12,19 @@
 namespace hearth::cpu {
 
 // AvxVnni is AVX2 plus AVX-VNNI: the AVX2 kernels, with VNNI 8-bit dot products for Q8_0/Q4_0.
-enum class Isa { Scalar, Avx2, AvxVnni };
+// Avx512 is AVX2 plus AVX-512 F/BW/VL/DQ and AVX512-VNNI (not AVX-VNNI: Ice Lake and Cascade Lake
+// have the 512-bit form only): 16-lane float tiles in 32 registers, and its own VNNI kernels.
+// Ordered from least to most capable.
+enum class Isa { Scalar, Avx2, AvxVnni, Avx512 };
 
 // Whether code for `isa` may use AVX2/FMA/F16C (every ISA above Scalar includes them).
 constexpr bool has_avx2(Isa isa) { return isa != Isa::Scalar; }
 
-// Best ISA of this CPU. HEARTH_ISA=scalar or HEARTH_ISA=avx2 in the environment caps it (to
-// compare variants on one machine).
+// Best ISA of this CPU. HEARTH_ISA=scalar, avx2, avxvnni or avx512 in the environment caps it
+// (to compare variants on one machine); a level the CPU lacks is ignored.
 Isa detect_isa();
+// Whether this CPU (and its OS, for the AVX register state) can run the kernels of `isa`.
+bool cpu_supports(Isa isa);
 std::string_view isa_name(Isa isa);
 
 // The form activations take before a dot product with weight rows. Float weights (F32, F16,

@@ -8,6 +8,7 @@
 #include "backend/cpu/kernels/avx2/avx2_util.h"
 
 namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
 
 // L::load8(row, i): elements i..i+7 of a row as floats; L::at(row, i): element i; L::kBytes:
 // bytes per element.
@@ -46,4 +47,5 @@ __m256 load_tail(const uint8_t* row, int64_t i, int64_t count) {
   return _mm256_load_ps(buf);
 }
 
+}  // namespace HEARTH_AVX2_ABI
 }  // namespace hearth::cpu::avx2

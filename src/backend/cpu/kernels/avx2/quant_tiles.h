@@ -29,6 +29,7 @@
 #include "backend/cpu/kernels/avx2/avx2_util.h"
 
 namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
 
 inline constexpr int kGroup = static_cast<int>(kActGroupBlocks);
 
@@ -191,4 +192,5 @@ void set_quant_tile_kernels(WeightKernels& k) {
   set_tile_kernels<QuantTiles<WB>, gemm_quant<WB>>(k);
 }
 
+}  // namespace HEARTH_AVX2_ABI
 }  // namespace hearth::cpu::avx2

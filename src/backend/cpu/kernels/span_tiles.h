@@ -1,30 +1,36 @@
 // The tile cover for a few tokens (batched decode): like TileSet, but the columns go in spans.
-// Include only from files compiled with AVX2/FMA/F16C (the avx2/ folder).
+// ISA-neutral like tile_set.h (see there why it avoids standard algorithms over floats).
 //
 // TileSet runs each R x T tile over whole rows, so with 8 tokens a weight tile is read once per
 // token tile and the activation rows (32 KB per 4 tokens of 2048 floats, 90 KB at 5632) pass
 // through L1 between the two reads. Here a span of R weight rows meets every token tile while it
 // is still in L1, each tile's accumulators kept in memory from span to span. Measured on the
-// 2-vCPU VM (Emerald Rapids), F16 at 8 tokens: about 10% more FLOP/s than whole-row tiles at
-// 2048 and 5632 columns; spans of 128 to 512 columns came out alike.
+// 2-vCPU VM (Emerald Rapids), F16 at 8 tokens with AVX2: about 10% more FLOP/s than whole-row
+// tiles at 2048 and 5632 columns; spans of 128 to 512 columns came out alike.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <iterator>
 #include <utility>
 
-// Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/avx2_util.h"
+#include "backend/cpu/kernels/tile_set.h"
 
-namespace hearth::cpu::avx2 {
+namespace hearth::cpu::tiles {
 
+// A multiple of every ISA's vector width, so a span boundary never moves a column to another
+// accumulator lane.
 inline constexpr int64_t kSpanCols = 256;
 
 // K::span<R, T>(c0, c1, n, w, x, ldx, saved) adds columns [c0, c1) of an R x T tile to its R * T
-// saved accumulators (8 floats each, row-major), taking the zero-padded tail when c1 == n; hsum
-// of an accumulator is the output. For at most kMaxTokens tokens.
+// saved accumulators (K::kLanes floats each, row-major), taking the zero-padded tail when
+// c1 == n; K::finish(saved accumulator) is the output; K::kWeightBytes is the bytes of one
+// weight column. For at most kMaxTokens tokens.
+//
+// While a block of rows computes, the next block's rows are prefetched a span at a time: a row
+// is often one 4 KiB page (2048 F16 columns) and the hardware prefetchers stop at page
+// boundaries, so without it every new row starts with a wait for DRAM that the FMAs of the
+// previous rows do not hide. Measured on the Emerald Rapids VM, F16 5632 x 2048, 8 tokens, one
+// thread: see docs/benchmarks.md.
 template <typename K, int R, int T>
 class SpanTileSet {
  public:
@@ -33,28 +39,37 @@ class SpanTileSet {
   static void gemm(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
     constexpr int64_t kMaxTiles = (kMaxTokens + T - 1) / T;
-    alignas(32) float acc[kMaxTiles][R * T * 8];
+    constexpr int kAccFloats = R * T * K::kLanes;
+    alignas(64) float acc[kMaxTiles][kAccFloats];
     const auto* xb = static_cast<const uint8_t*>(x);
     const int64_t tiles = (nt + T - 1) / T;
     for (int64_t r0 = 0; r0 < nr; r0 += R) {
-      const int64_t rr = std::min<int64_t>(nr - r0, R);
+      const int64_t rr = nr - r0 < R ? nr - r0 : R;
       const uint8_t* w[R];
       for (int64_t r = 0; r < rr; ++r) w[r] = rows.row(r0 + r);
+      const uint8_t* next[R];
+      const int64_t rn = nr - r0 - rr < R ? nr - r0 - rr : R;
+      for (int64_t r = 0; r < rn; ++r) next[r] = rows.row(r0 + rr + r);
       for (int64_t k = 0; k < tiles; ++k) {
-        std::fill(std::begin(acc[k]), std::end(acc[k]), 0.0f);
+        for (int i = 0; i < kAccFloats; ++i) acc[k][i] = 0.0f;
       }
       for (int64_t c0 = 0; c0 < n; c0 += kSpanCols) {
-        const int64_t c1 = std::min(n, c0 + kSpanCols);
+        const int64_t c1 = n - c0 < kSpanCols ? n : c0 + kSpanCols;
+        for (int64_t r = 0; r < rn; ++r) {
+          for (int64_t b = c0 * K::kWeightBytes; b < c1 * K::kWeightBytes; b += 64) {
+            __builtin_prefetch(next[r] + b, 0, 3);
+          }
+        }
         for (int64_t k = 0; k < tiles; ++k) {
-          const int64_t tt = std::min<int64_t>(nt - k * T, T);
+          const int64_t tt = nt - k * T < T ? nt - k * T : T;
           kSpans[(rr - 1) * T + (tt - 1)](c0, c1, n, w, xb + k * T * ldx, ldx, acc[k]);
         }
       }
       for (int64_t k = 0; k < tiles; ++k) {
-        const int64_t tt = std::min<int64_t>(nt - k * T, T);
+        const int64_t tt = nt - k * T < T ? nt - k * T : T;
         for (int64_t t = 0; t < tt; ++t) {
           for (int64_t r = 0; r < rr; ++r)
-            y[(k * T + t) * ldy + r0 + r] = hsum(_mm256_load_ps(&acc[k][8 * (r * tt + t)]));
+            y[(k * T + t) * ldy + r0 + r] = K::finish(&acc[k][K::kLanes * (r * tt + t)]);
         }
       }
     }
@@ -70,4 +85,4 @@ class SpanTileSet {
   static constexpr std::array<SpanFn, R* T> kSpans = make(std::make_index_sequence<R * T>{});
 };
 
-}  // namespace hearth::cpu::avx2
+}  // namespace hearth::cpu::tiles

@@ -1,0 +1,44 @@
+// Q4_0 and Q8_0 weight formats for the quant tile engine (quant_tiles.h) whose 8-bit products
+// are VNNI's vpdpbusd: it multiplies unsigned by signed bytes and adds each 4 adjacent products
+// into an int32 lane, replacing AVX2's maddubs + madd (and the int16 add between them) with no
+// intermediate saturation. The operands are prepared exactly as for AVX2 and the lanes hold the
+// same 4-product sums, so the integer block sums, and with them every output, are identical to
+// the AVX2 kernels'.
+//
+// Dp::dot(acc, u, s) is the 256-bit vpdpbusd of one ISA: the VEX form (AVX-VNNI) or the EVEX one
+// (AVX512-VNNI with VL); define Dp in an anonymous namespace (see quant_tiles.h).
+#pragma once
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/quant_tiles.h"
+
+namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
+
+template <typename Dp>
+struct VnniQ4_0 {
+  using Block = BlockQ4_0;
+  using Pair = Q4_0Pair;
+  static constexpr bool kOffsetBy8 = true;
+  static Pair prepare(const Block* b) { return prepare_q4_0(b); }
+  // Lanes 0-3: partial sums of u . x for block b, lanes 4-7 for block b + 1.
+  static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
+    return Dp::dot(Dp::dot(_mm256_setzero_si256(), w.lo, x_lo), w.hi, x_hi);
+  }
+};
+
+template <typename Dp>
+struct VnniQ8_0 {
+  using Block = BlockQ8_0;
+  using Pair = Q8_0Pair;
+  static constexpr bool kOffsetBy8 = false;
+  static Pair prepare(const Block* b) { return prepare_q8_0(b); }
+  // vpdpbusd's first operand is unsigned: |w| * (x * sign(w)), as for maddubs.
+  static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
+    const __m256i lo = Dp::dot(_mm256_setzero_si256(), w.abs_lo, _mm256_sign_epi8(x_lo, w.lo));
+    return Dp::dot(lo, w.abs_hi, _mm256_sign_epi8(x_hi, w.hi));
+  }
+};
+
+}  // namespace HEARTH_AVX2_ABI
+}  // namespace hearth::cpu::avx2

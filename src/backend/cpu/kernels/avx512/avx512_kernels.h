@@ -1,0 +1,18 @@
+// AVX-512 kernels (F/BW/VL/DQ and AVX512-VNNI, plus the AVX2/FMA/F16C below them). Every function
+// here may execute AVX-512 instructions, so none may be called before dispatch has confirmed that
+// the CPU has them and the OS saves the zmm state.
+#pragma once
+
+#include "backend/cpu/dispatch.h"
+
+namespace hearth::cpu::avx512 {
+
+// Each sets the entries its file implements: dot, gemm and gemm_gather of F32, F16 and BF16
+// (gemm_float_avx512.cc) and of Q8_0 and Q4_0 (gemm_quant_avx512.cc).
+void set_float_kernels(Kernels& k);
+void set_quant_kernels(Kernels& k);
+
+// The AVX2 table with the entries above replaced.
+Kernels kernels();
+
+}  // namespace hearth::cpu::avx512

@@ -1,0 +1,71 @@
+// Inline AVX-512 helpers shared by the kernels in this folder. Include only from files compiled
+// with the avx512/ flags (CMakeLists.txt); every name lives in hearth::cpu::avx512, which only
+// those files define, so no copy of these can be linked into code for a lesser ISA.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backend/cpu/dispatch.h"
+
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
+    !defined(__AVX512DQ__) || !defined(__AVX512VNNI__)
+#error "avx512/ sources need -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni"
+#endif
+
+namespace hearth::cpu::avx512 {
+
+// Sum of the 16 lanes: the upper 8 onto the lower 8, then as AVX2's hsum (l0 + l4, ... then
+// halves again). One fixed order for every output of this ISA.
+// (GCC 12's _mm512_castps512_ps256 trips -Wuninitialized, so the lower half is extracted too;
+// this runs once per output.)
+inline float hsum(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Lanes [0, count) of a 16-lane vector, count in [0, 16].
+inline __mmask16 first_lanes(int64_t count) {
+  return static_cast<__mmask16>((uint32_t{1} << count) - 1);
+}
+
+// Elements i.. of F32, F16 and BF16 rows as 16 floats; the masked forms read only the lanes in
+// `m` and leave the others zero (a masked load never touches memory outside its lanes); kBytes
+// is the bytes of one element.
+struct LoadF32 {
+  static constexpr int64_t kBytes = 4;
+  static __m512 load16(const uint8_t* row, int64_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static __m512 load16(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + i);
+  }
+};
+struct LoadF16 {
+  static constexpr int64_t kBytes = 2;
+  static __m512 load16(const uint8_t* row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+  static __m512 load16(const uint8_t* row, int64_t i, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+  }
+};
+// bf16 is the top half of an f32: widen and shift.
+struct LoadBf16 {
+  static constexpr int64_t kBytes = 2;
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 load16(const uint8_t* row, int64_t i) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+  static __m512 load16(const uint8_t* row, int64_t i, __mmask16 m) {
+    return widen(_mm256_maskz_loadu_epi16(m, row + 2 * i));
+  }
+};
+
+}  // namespace hearth::cpu::avx512

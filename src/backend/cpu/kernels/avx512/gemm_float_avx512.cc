@@ -1,0 +1,64 @@
+// F32 activations against F32, F16 and BF16 weight rows: the float tiles (float_tiles.h) on
+// 16-lane AVX-512 vectors. The 32 zmm registers hold much larger tiles than AVX2's 16 ymm, which
+// is what few-token decode needs: with F16 every weight vector costs a conversion on the FMA
+// ports, so the fraction of those ports left to FMAs grows with the tokens a weight vector
+// meets.
+#include "backend/cpu/kernels/avx512/avx512_kernels.h"
+#include "backend/cpu/kernels/avx512/avx512_util.h"
+#include "backend/cpu/kernels/float_tiles.h"
+#include "backend/cpu/kernels/span_tiles.h"
+#include "backend/cpu/kernels/tile_set.h"
+
+namespace hearth::cpu::avx512 {
+namespace {
+
+// Weight type L on 16-lane vectors; tails are masked loads.
+template <typename L>
+struct Zmm {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int64_t kWeightBytes = L::kBytes;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec weights(const uint8_t* row, int64_t i) { return L::load16(row, i); }
+  static Vec weights_tail(const uint8_t* row, int64_t i, int64_t count) {
+    return L::load16(row, i, first_lanes(count));
+  }
+  static Vec acts(const float* x, int64_t i) { return _mm512_loadu_ps(x + i); }
+  static Vec acts_tail(const float* x, int64_t i, int64_t count) {
+    return _mm512_maskz_loadu_ps(first_lanes(count), x + i);
+  }
+  static void save(float* p, Vec v) { _mm512_store_ps(p, v); }
+  static Vec restore(const float* p) { return _mm512_load_ps(p); }
+  static float sum(Vec v) { return hsum(v); }
+};
+
+// Tile shapes. One token streams weights from DRAM: 8 rows give 8 FMA chains and 8 memory
+// streams, as in AVX2. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
+// costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 measured slower
+// on the Emerald Rapids VM (F16 5632 x 2048, 8 tokens, one thread: 6.5 ms against 4.6-5.1 ms;
+// 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than its
+// 12 ways). Many tokens (prompts) take 3 x 8 over whole rows, ~12% faster than AVX2's 3 x 4.
+template <typename L>
+void gemm_float(int64_t n, const tiles::RowList& rows, int64_t nr, const void* x, size_t ldx,
+                int64_t nt, float* y, size_t ldy) {
+  using Tiles = tiles::FloatTiles<Zmm<L>>;
+  using Spans = tiles::SpanTileSet<Tiles, 4, 4>;
+  if (nt == 1) {
+    tiles::TileSet<Tiles, 8, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  } else if (nt <= Spans::kMaxTokens) {
+    Spans::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  } else {
+    tiles::TileSet<Tiles, 3, 8>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  }
+}
+
+}  // namespace
+
+void set_float_kernels(Kernels& k) {
+  tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadF32>>, gemm_float<LoadF32>>(k.f32);
+  tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadF16>>, gemm_float<LoadF16>>(k.f16);
+  tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadBf16>>, gemm_float<LoadBf16>>(k.bf16);
+}
+
+}  // namespace hearth::cpu::avx512

@@ -1,0 +1,103 @@
+// Register-blocked FMA tiles of F32 activations against float weight rows (F32, F16, BF16),
+// written once for every vector width. Each weight vector is converted once per tile and meets T
+// activation rows; each activation vector meets R weight rows.
+//
+// V supplies the vectors of one ISA and weight type:
+//   V::Vec, V::kLanes                 a vector of kLanes floats
+//   V::kWeightBytes                   bytes of one weight column
+//   V::zero(), V::fma(a, b, c)        a * b + c, one rounding
+//   V::weights(row, i)                elements i.. of a weight row, converted to floats
+//   V::weights_tail(row, i, count)    the last count < kLanes of them, zero-padded
+//   V::acts(x, i), V::acts_tail(x, i, count)   the same for an F32 activation row
+//   V::save(p, v), V::restore(p)      a vector to / from kLanes aligned floats
+//   V::sum(v)                         the lanes added in a fixed order
+// Include after the ISA's intrinsics are enabled; instantiate only with a V private to one
+// translation unit or ISA namespace (see tile_set.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cpu/kernels/span_tiles.h"
+#include "backend/cpu/kernels/tile_set.h"
+
+namespace hearth::cpu::tiles {
+
+template <typename V>
+struct FloatTiles {
+  using Vec = typename V::Vec;
+  static constexpr int kLanes = V::kLanes;
+  static constexpr int64_t kWeightBytes = V::kWeightBytes;
+  static float finish(const float* saved) { return V::sum(V::restore(saved)); }
+
+  // Adds columns [c0, c1) of the R x T products to acc: whole vectors, plus the zero-padded tail
+  // when c1 == n. Every product goes through this, so an output's FMA chain (one accumulator of
+  // kLanes lanes, columns in order, then V::sum) is the same whether the columns come in one
+  // span or several: tiles, spans and matvec agree bit for bit.
+  template <int R, int T>
+  [[gnu::always_inline]] static inline void accumulate(int64_t c0, int64_t c1, int64_t n,
+                                                       const uint8_t* const* w,
+                                                       const float* const* xr, Vec (&acc)[R][T]) {
+    const int64_t whole = c1 < n ? c1 : n / kLanes * kLanes;
+    int64_t i = c0;
+    for (; i < whole; i += kLanes) {
+      if constexpr (T == 1) {
+        // One activation vector: convert each weight vector right where it is used, so the
+        // accumulators of matvec stay in registers.
+        const Vec xv = V::acts(xr[0], i);
+        for (int r = 0; r < R; ++r) acc[r][0] = V::fma(V::weights(w[r], i), xv, acc[r][0]);
+      } else {
+        Vec wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = V::weights(w[r], i);
+        for (int t = 0; t < T; ++t) {
+          const Vec xv = V::acts(xr[t], i);
+          for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+        }
+      }
+    }
+    if (c1 == n && i < n) {
+      Vec wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = V::weights_tail(w[r], i, n - i);
+      for (int t = 0; t < T; ++t) {
+        const Vec xv = V::acts_tail(xr[t], i, n - i);
+        for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+      }
+    }
+  }
+
+  // `ahead` goes unused: software prefetch measured no gain here, for gathered rows too (the
+  // rows are long enough for the hardware prefetchers).
+  template <int R, int T>
+  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* /*ahead*/,
+                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
+    Vec acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+    }
+    const float* xr[T];
+    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    accumulate<R, T>(0, n, n, w, xr, acc);
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) y[t * ldy + r] = V::sum(acc[r][t]);
+    }
+  }
+
+  // tile() over columns [c0, c1) only, its R x T accumulators kept between spans in `saved`
+  // (kLanes aligned floats each, row-major).
+  template <int R, int T>
+  static void span(int64_t c0, int64_t c1, int64_t n, const uint8_t* const* w, const uint8_t* x,
+                   size_t ldx, float* saved) {
+    Vec acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) acc[r][t] = V::restore(saved + kLanes * (r * T + t));
+    }
+    const float* xr[T];
+    for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    accumulate<R, T>(c0, c1, n, w, xr, acc);
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) V::save(saved + kLanes * (r * T + t), acc[r][t]);
+    }
+  }
+};
+
+}  // namespace hearth::cpu::tiles

@@ -1,0 +1,116 @@
+// The register-tile engine shared by the vector kernel folders (avx2/, avxvnni/, avx512/): which
+// weight rows a gemm reads, how an nr x nt output is covered by R x T tiles, and the kernel-table
+// entries built from a tile kernel. It holds no intrinsics; each ISA's tiles are a class K with
+// `template <int R, int T> static void tile(...)`.
+//
+// Every template here is instantiated with a K that lives in an anonymous namespace of one
+// translation unit, so each instantiation is private to the ISA it was compiled for: an AVX-512
+// copy can never stand in for an AVX2 one at link time. For the same reason the code avoids
+// standard algorithms over floats (their instantiations are shared between translation units).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "backend/cpu/dispatch.h"
+
+namespace hearth::cpu::tiles {
+
+// Prefetches for streamed weight rows reach at most this far ahead, so the lines are still in L1
+// when the tile gets to them.
+inline constexpr size_t kMaxPrefetchBytes = 8192;
+
+// The weight rows of a gemm: row r at base + r * ldw, or, for a gather, at base + idx[r] * ldw.
+struct RowList {
+  const uint8_t* base;
+  size_t ldw;
+  const int32_t* idx;  // null: contiguous rows
+
+  const uint8_t* row(int64_t r) const {
+    return base + (idx ? static_cast<size_t>(idx[r]) : static_cast<size_t>(r)) * ldw;
+  }
+};
+
+// A tile kernel computes y[t * ldy + r] for an R x T block of (weight row w[r], activation row
+// x + t * ldx). ahead[r] is where the tile may prefetch while it reads row r: the address the
+// same offset on will be read by a later tile (kernels that stream from DRAM use it, the others
+// ignore it).
+using TileFn = void (*)(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
+                        const uint8_t* x, size_t ldx, float* y, size_t ldy);
+
+// Covers an nr x nt output with K's register-blocked tiles of at most R x T, using smaller
+// instantiations at the edges. Rows are the outer loop so a weight tile stays in L1 while it
+// meets every activation row. Tiles see only row pointers, so gathered rows take the same
+// tiles (and give the same bits) as contiguous ones.
+template <typename K, int R, int T>
+class TileSet {
+ public:
+  static void gemm(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
+                   int64_t nt, float* y, size_t ldy) {
+    const auto* xb = static_cast<const uint8_t*>(x);
+    for (int64_t r0 = 0; r0 < nr; r0 += R) {
+      const int64_t rr = nr - r0 < R ? nr - r0 : R;
+      const uint8_t* w[R];
+      const uint8_t* ahead[R];
+      for (int64_t r = 0; r < rr; ++r) w[r] = rows.row(r0 + r);
+      if (rows.idx == nullptr) {
+        // Contiguous rows: the same offset rr rows on is the next tile's row, capped.
+        const size_t skip = static_cast<size_t>(rr) * rows.ldw < kMaxPrefetchBytes
+                                ? static_cast<size_t>(rr) * rows.ldw
+                                : kMaxPrefetchBytes;
+        for (int64_t r = 0; r < rr; ++r) ahead[r] = w[r] + skip;
+      } else {
+        // Gathered rows are scattered: fetch the next tile's rows while this one computes (the
+        // last tile has none and refetches its own lines, which costs nothing).
+        for (int64_t r = 0; r < rr; ++r) ahead[r] = r0 + R + r < nr ? rows.row(r0 + R + r) : w[r];
+      }
+      for (int64_t t0 = 0; t0 < nt; t0 += T) {
+        const int64_t tt = nt - t0 < T ? nt - t0 : T;
+        kTiles[(rr - 1) * T + (tt - 1)](n, w, ahead, xb + t0 * ldx, ldx, y + t0 * ldy + r0, ldy);
+      }
+    }
+  }
+
+ private:
+  template <size_t... I>
+  static constexpr std::array<TileFn, R * T> make(std::index_sequence<I...>) {
+    return {&K::template tile<static_cast<int>(I) / T + 1, static_cast<int>(I) % T + 1>...};
+  }
+  static constexpr std::array<TileFn, R* T> kTiles = make(std::make_index_sequence<R * T>{});
+};
+
+// One weight row against one activation row through K's 1 x 1 tile: the dot kernel.
+template <typename K>
+float tile_dot(int64_t n, const void* w, const void* x) {
+  const auto* row = static_cast<const uint8_t*>(w);
+  float y;
+  K::template tile<1, 1>(n, &row, &row, static_cast<const uint8_t*>(x), 0, &y, 0);
+  return y;
+}
+
+// A tile engine's gemm over a RowList (it picks the tile shapes).
+using RowsGemmFn = void (*)(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
+                            int64_t nt, float* y, size_t ldy);
+
+// The kernel-table entries of a tile engine: contiguous and gathered rows through the same
+// tiles, and the 1 x 1 tile as the dot product.
+template <RowsGemmFn Gemm>
+void gemm_contiguous(int64_t n, const void* w, size_t ldw, int64_t nr, const void* x, size_t ldx,
+                     int64_t nt, float* y, size_t ldy) {
+  Gemm(n, {static_cast<const uint8_t*>(w), ldw, nullptr}, nr, x, ldx, nt, y, ldy);
+}
+template <RowsGemmFn Gemm>
+void gemm_gather(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                 const void* x, size_t ldx, int64_t nt, float* y, size_t ldy) {
+  Gemm(n, {static_cast<const uint8_t*>(w), ldw, idx}, nr, x, ldx, nt, y, ldy);
+}
+template <typename K, RowsGemmFn Gemm>
+void set_tile_kernels(WeightKernels& k) {
+  k.dot = tile_dot<K>;
+  k.gemm = gemm_contiguous<Gemm>;
+  k.gemm_gather = gemm_gather<Gemm>;
+}
+
+}  // namespace hearth::cpu::tiles
