@@ -81,7 +81,6 @@ sparse::FfnShape ffn_shape(const ModelConfig& c, const Weights& w, int32_t n_bat
   s.n_embd = c.n_embd;
   s.n_ff = c.n_ff;
   s.n_batch = n_batch;
-  s.n_layer = c.n_layer;
   s.act = to_activation(c.ffn_act);
   s.up_relu = c.ffn_up_relu;
   for (const LayerWeights& l : w.layers) s.max_hidden = std::max(s.max_hidden, l.fc1.rows);

@@ -8,11 +8,26 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/matrix.h"
 #include "gguf/gguf.h"
 #include "hearth/types.h"
 
 namespace hearth {
+
+// A weight matrix in ggml layout: `rows` rows of `cols` contiguous elements (GGUF ne = {cols, rows}).
+struct Matrix {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  bool present() const { return data != nullptr; }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(type, cols); }
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * row_bytes(type, cols);
+  }
+  // Rows [first, first + n) as a matrix of their own (a view into the same data).
+  Matrix rows_range(int64_t first, int64_t n) const { return Matrix{type, row(first), n, cols}; }
+};
 
 // Which fields an architecture fills is its weight list's business (model/arch/); absent ones stay
 // null / not present. Bias and norm vectors are f32.

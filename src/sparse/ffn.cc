@@ -49,16 +49,11 @@ FfnExecutor::FfnExecutor(const FfnShape& s, const FfnMode& m) : shape_(s), mode_
   keep_.resize(static_cast<size_t>(s.n_ff));
   all_.resize(static_cast<size_t>(s.n_ff));
   std::iota(all_.begin(), all_.end(), 0);
-  fused_.reserve(s.n_embd, s.n_ff, s.max_hidden);
-  // Unknown until a layer's first one-token step, which therefore takes the unfused path and
-  // measures it.
-  density_.assign(static_cast<size_t>(std::max<int64_t>(s.n_layer, 1)), 1.0f);
 }
 
 uint64_t FfnExecutor::buffer_bytes() const {
   const auto f = [](const auto& v) { return static_cast<uint64_t>(v.size() * sizeof(v[0])); };
-  return f(gate_) + f(up_) + f(hidden_) + f(score_) + f(idx_) + f(all_) + f(act_) + f(keep_) +
-         f(density_) + fused_.bytes();
+  return f(gate_) + f(up_) + f(hidden_) + f(score_) + f(idx_) + f(all_) + f(act_) + f(keep_);
 }
 
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
@@ -94,10 +89,6 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
     fail("FfnExecutor: a neuron subset needs batches of at most ", kMaxSparseBatch, " tokens");
   }
   const SparseMode mode = small || mode_.masked_batches ? mode_.mode : SparseMode::Dense;
-  if (fusable(w, mode, n)) {
-    run_fused(ctx, w, xn, p, mode, out, stats);
-    return;
-  }
   if (mode == SparseMode::Predictor) {
     predict(ctx, w, p, n, stats);
     if (mode_.audit) audit(ctx, w, xn, n, stats);
@@ -107,55 +98,6 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
     run_sparse(ctx, w, xn, n, out, stats);
   } else {
     run_dense(ctx, w, xn, p, n, mode, out, stats);
-  }
-}
-
-// One token whose neurons are decided by the predictor (or all of a subset, in Dense mode) and
-// whose down projection goes through down_t: fc1 here, the rest in one pool pass.
-bool FfnExecutor::fusable(const FfnWeights& w, SparseMode mode, int64_t n) const {
-  if (n != 1 || mode_.audit || mode_.observer || !w.down_t || !w.down_t->present()) return false;
-  if (mode == SparseMode::Predictor) {
-    if (!w.fc1 || !w.fc1->present() || !w.fc2 || !w.fc2->present()) return false;
-  } else if (mode != SparseMode::Dense || !w.neurons) {
-    return false;
-  }
-  const auto layer = static_cast<size_t>(w.layer);
-  const bool dense_down = w.down && w.down->present();
-  return !dense_down || layer >= density_.size() ||
-         density_[layer] <= axpy_crossover(w.down_t->type);
-}
-
-void FfnExecutor::run_fused(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
-                            const float* p, SparseMode mode, float* out, SparseStats& stats) {
-  const auto view = [](const Matrix* m) { return m ? *m : Matrix{}; };
-  SparseFfnLayer f;
-  if (mode == SparseMode::Predictor) {
-    // hidden[H] = relu(fc1 · p)
-    linear(ctx, *w.fc1, p, 1, hidden_.data());
-    activate(ctx.isa(), Activation::Relu, hidden_.data(), w.fc1->rows, hidden_.data());
-    stats.weight_bytes += w.fc1->bytes();
-    f.fc2 = view(w.fc2);
-  }
-  f.up = view(w.up);
-  f.gate = view(w.gate);
-  f.down_t = view(w.down_t);
-  f.up_bias = w.up_bias;
-  f.cand = w.neurons ? w.neurons : all_.data();
-  f.n_cand = w.neurons ? w.n_neurons : shape_.n_ff;
-  f.threshold = w.threshold;
-  f.act = shape_.act;
-  f.up_relu = shape_.up_relu;
-  const int64_t k = sparse_ffn_decode(ctx, f, hidden_.data(), xn, fused_, out, &stats.weight_bytes);
-  stats.neurons_active += static_cast<uint64_t>(k);
-  remember_density(w, k);
-  add_bias(ctx.isa(), out, w.down_bias, 1, shape_.n_embd);
-}
-
-void FfnExecutor::remember_density(const FfnWeights& w, int64_t active) {
-  const auto layer = static_cast<size_t>(w.layer);
-  const int64_t n_cand = w.neurons ? w.n_neurons : shape_.n_ff;
-  if (layer < density_.size() && n_cand > 0) {
-    density_[layer] = static_cast<float>(active) / static_cast<float>(n_cand);
   }
 }
 
@@ -401,7 +343,6 @@ void FfnExecutor::run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const fl
   // Threshold counts the neurons that reach the down projection, below.
   const bool two_stage = mode_.mode == SparseMode::Threshold && down_threshold_ > 0.0f;
   int64_t k = select_active(w, full, n, two_stage ? nullptr : &stats);
-  if (n == 1) remember_density(w, k);
 
   // a[n, k] in `u`: the activations of the active neurons, each token keeping only its own.
   if (full) {

@@ -13,10 +13,7 @@
 //
 // Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path: the union of the
 // tokens' active sets is compacted into one index list, up/gate rows are gathered, down is an
-// axpy over the neuron-major rows, and each token keeps only its own neurons. A single token in
-// Predictor mode (or a neuron subset in Dense mode) does all of that after fc1 in one pool pass
-// (ops/sparse_ffn.h), unless the layer's last step fired so many neurons that a dense pass over
-// ffn_down was cheaper. Larger batches
+// axpy over the neuron-major rows, and each token keeps only its own neurons. Larger batches
 // (prompts) run the dense matrix-matrix kernels, so prompt speed does not regress; with
 // masked_batches they also apply the same per-token masks, and compute the same function as the
 // sparse path (perplexity measures a mode that way).
@@ -35,7 +32,6 @@
 #include "hearth/session.h"
 #include "model/weights.h"
 #include "ops/activation.h"
-#include "ops/sparse_ffn.h"
 
 namespace hearth::sparse {
 
@@ -71,7 +67,6 @@ struct FfnShape {
   int64_t n_ff = 0;
   int64_t max_hidden = 0;  // widest predictor hidden layer
   int64_t n_batch = 1;     // most tokens per run()
-  int64_t n_layer = 1;     // layers run() sees (FfnWeights::layer below this)
   Activation act = Activation::Silu;
   bool up_relu = false;    // dReLU
 };
@@ -114,10 +109,6 @@ class FfnExecutor {
   int64_t drop_zero_columns(float* a, int64_t n, int64_t k, uint64_t& active);
   void run_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                   float* out, SparseStats& stats);
-  bool fusable(const FfnWeights& w, SparseMode mode, int64_t n) const;
-  void run_fused(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
-                 SparseMode mode, float* out, SparseStats& stats);
-  void remember_density(const FfnWeights& w, int64_t active);
   void predict(cpu::CpuContext& ctx, const FfnWeights& w, const float* p, int64_t n,
                SparseStats& stats);
   void audit(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
@@ -152,10 +143,6 @@ class FfnExecutor {
   std::vector<int32_t> all_;   // [n_ff]            0, 1, ..., n_ff - 1
   std::vector<float> act_;     // [n_batch, n_ff]   act(gate) for the observer
   std::vector<uint8_t> keep_;  // [n_ff]
-  SparseFfnWorkspace fused_;   // one-token steps in a single pool pass (ops/sparse_ffn.h)
-  // [n_layer] share of the candidates that fired in each layer's last one-token step: whether
-  // the next one may take the fused axpy or should read ffn_down densely.
-  std::vector<float> density_;
 };
 
 }  // namespace hearth::sparse

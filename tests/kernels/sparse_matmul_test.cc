@@ -22,7 +22,6 @@
 namespace hearth {
 namespace {
 
-using test::coef_quant_bound;
 using test::isas;
 
 // k distinct row numbers of [0, rows), ascending, with gaps.
@@ -77,6 +76,33 @@ std::vector<int64_t> gather_cols(DType t) {
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// One-token Q4_0 axpy rounds its coefficients to int8 (generic/axpy.cc): per group of 32 active
+// rows (ascending j) and per block, s_j = a_j * d_j becomes S * t_j with S = max|s_j| / 127 and
+// |s_j - S t_j| <= S / 2. Output c's extra error is therefore at most
+// sum_g (S_g / 2) * sum_{j in g} |q_{j,c} - 8|, the same bound the dense Q4_0 matvec has from
+// rounding its activations to Q8_0 (per 32 elements, scale max|x| / 127). Returned with 0.1%
+// slack for the float rounding of s_j * (127 / m) and of S; 0 where the path is float math.
+double coef_quant_bound(DType t, const uint8_t* w, size_t ldw, const int32_t* idx, int64_t nr,
+                        const float* a, int64_t nt, int64_t c) {
+  if (t != DType::Q4_0 || nt != 1) return 0.0;
+  const int64_t b = c / kQK, i = c % kQK;
+  double bound = 0;
+  int64_t j = 0;
+  while (j < nr) {
+    double m = 0, q_abs = 0;
+    for (int count = 0; j < nr && count < 32; ++j) {
+      if (a[j] == 0.0f) continue;
+      ++count;
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(w + idx[j] * ldw)[b];
+      m = std::max(m, std::fabs(static_cast<double>(a[j]) * fp16_to_fp32(blk.d)));
+      const int q = i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4);
+      q_abs += std::abs(q - 8);
+    }
+    bound += m / 127 / 2 * q_abs;
+  }
+  return bound * 1.001;
+}
 
 TEST(SparseKernels, EveryIsaFillsTheSparseEntries) {
   for (cpu::Isa isa : isas()) {
