@@ -8,6 +8,8 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
 #include "model/quantize_model.h"
 
 namespace hearth::cli {
@@ -114,8 +116,8 @@ int cmd_quantize(int argc, char** argv) {
                  "minimise each column's error weighted by its activations' mean square");
   bool pure = false;
   app.add_flag("--pure", pure,
-               "every matrix in TYPE (as llama-quantize --pure): no q4_0 mix (output and attn_v "
-               "at q8_0 by default)");
+               "every matrix in TYPE (as llama-quantize --pure): no q4_0 mix (output, attn_v "
+               "and, with grouped-query attention, attn_k at q8_0 by default)");
   bool reference_rounding = false;
   app.add_flag("--reference-rounding", reference_rounding,
                "q4_0 with ggml's reference rounding (byte-identical to llama-quantize's) instead "
@@ -131,7 +133,10 @@ int cmd_quantize(int argc, char** argv) {
       options.tensor_types.emplace_back(rule.substr(0, eq), parse_target(rule.substr(eq + 1)));
     }
     if (!output_type.empty()) options.output_type = parse_target(output_type);
-    if (!pure) apply_default_mix(type, options);
+    if (!pure) {
+      const ModelConfig config = read_config(*gguf::GgufFile::open(in));
+      apply_default_mix(type, config.n_head_kv < config.n_head, options);
+    }
     const QuantizeReport report = quantize_model(in, out, type, options);
     print_report(in, out, report);
     return 0;

@@ -171,11 +171,12 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const Imat
 
 bool is_quantize_target(DType type) { return is_supported_dtype(static_cast<uint32_t>(type)); }
 
-void apply_default_mix(DType type, QuantizeOptions& options) {
+void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options) {
   if (type != DType::Q4_0) return;
   if (!options.output_type) options.output_type = DType::Q8_0;
   // Appended: a user's own --tensor-type rules come first and win.
   options.tensor_types.emplace_back("attn_v\\.weight$", DType::Q8_0);
+  if (grouped_query) options.tensor_types.emplace_back("attn_k\\.weight$", DType::Q8_0);
 }
 
 uint32_t llama_file_type(DType type) {

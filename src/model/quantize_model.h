@@ -88,10 +88,13 @@ inline constexpr const char* kQuantizeTargets = "f32, f16, bf16, q8_0, q4_0";
 
 // Hearth's default tensor mix (`hearth quantize` without --pure), a rule for every model: for q4_0
 // the output projection at q8_0 (llama.cpp keeps it at Q6_K in 4-bit files; Hearth has no Q6_K)
-// unless options.output_type is set, and every attn_v at q8_0 (as llama.cpp's Q4_K_M and Q5_K_M
-// mixes promote attn_v: the most sensitive attention matrix, and with grouped-query attention one
-// of the smallest). Other types: no change.
-void apply_default_mix(DType type, QuantizeOptions& options);
+// unless options.output_type is set, every attn_v at q8_0 (as llama.cpp's Q4_K_M and Q5_K_M
+// mixes promote attn_v: the most sensitive attention matrix), and with grouped-query attention
+// (`grouped_query`: fewer KV heads than query heads) every attn_k too: then K and V are the
+// smallest matrices of a layer (n_head_kv / n_head of Q's rows) and each of their rows serves
+// several query heads, so their error counts that many times (llama.cpp's low-bit mixes also
+// raise attn_k with the GQA factor). Other types: no change.
+void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options);
 
 // llama.cpp's general.file_type (enum llama_ftype) for a model whose matrices are mostly `type`:
 // ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.

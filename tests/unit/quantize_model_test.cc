@@ -250,27 +250,36 @@ TEST(QuantizeModel, DefaultMixAndTensorTypeRules) {
   const std::string src = make_dense(dir);
   QuantizeOptions o;
   o.tensor_types.emplace_back("blk\\.1\\.ffn_up", DType::Q8_0);  // the user's rule comes first
-  apply_default_mix(DType::Q4_0, o);
+  apply_default_mix(DType::Q4_0, /*grouped_query=*/true, o);
   const QuantizeReport r = quantize_model(src, dir + "/mix.gguf", DType::Q4_0, o);
   const auto out = gguf::GgufFile::open(dir + "/mix.gguf");
   EXPECT_EQ(type_of(*out, "output.weight"), DType::Q8_0);
-  EXPECT_EQ(type_of(*out, "blk.0.attn_v.weight"), DType::Q8_0);
-  EXPECT_EQ(type_of(*out, "blk.1.attn_v.weight"), DType::Q8_0);
-  EXPECT_EQ(type_of(*out, "blk.1.ffn_up.weight"), DType::Q8_0);
+  for (const char* name : {"blk.0.attn_v.weight", "blk.1.attn_v.weight", "blk.0.attn_k.weight",
+                           "blk.1.attn_k.weight", "blk.1.ffn_up.weight"}) {
+    EXPECT_EQ(type_of(*out, name), DType::Q8_0) << name;
+  }
   EXPECT_EQ(type_of(*out, "blk.0.ffn_up.weight"), DType::Q4_0);
-  EXPECT_EQ(type_of(*out, "blk.0.attn_k.weight"), DType::Q4_0);
+  EXPECT_EQ(type_of(*out, "blk.0.attn_q.weight"), DType::Q4_0);
   EXPECT_EQ(type_of(*out, "token_embd.weight"), DType::Q4_0);  // not a copy of the output here
   EXPECT_FALSE(r.tied_copy);
-  // output, two attn_v, one ffn_up; each costs its rows * (34 - 18) bytes per block of 32.
-  ASSERT_EQ(r.promotions.size(), 4u);
+  // output, two attn_v, two attn_k, one ffn_up; each costs its rows * (34 - 18) bytes per block
+  // of 32.
+  ASSERT_EQ(r.promotions.size(), 6u);
   for (const QuantizePromotion& p : r.promotions) {
     const gguf::TensorInfo* t = out->find_tensor(p.name);
     ASSERT_NE(t, nullptr) << p.name;
     EXPECT_EQ(p.extra_bytes, t->ne[1] * (t->ne[0] / 32) * 16) << p.name;
   }
+  // Without grouped-query attention attn_k is as large as attn_q and stays at the target type.
+  QuantizeOptions mha;
+  apply_default_mix(DType::Q4_0, /*grouped_query=*/false, mha);
+  quantize_model(src, dir + "/mha.gguf", DType::Q4_0, mha);
+  const auto out_mha = gguf::GgufFile::open(dir + "/mha.gguf");
+  EXPECT_EQ(type_of(*out_mha, "blk.0.attn_k.weight"), DType::Q4_0);
+  EXPECT_EQ(type_of(*out_mha, "blk.0.attn_v.weight"), DType::Q8_0);
   // Other targets have no mix; a bad pattern is a clean error.
   QuantizeOptions q8;
-  apply_default_mix(DType::Q8_0, q8);
+  apply_default_mix(DType::Q8_0, true, q8);
   EXPECT_TRUE(q8.tensor_types.empty());
   EXPECT_FALSE(q8.output_type.has_value());
   QuantizeOptions bad;
@@ -292,7 +301,7 @@ TEST(QuantizeModel, TiedCopyOfTheOutputTakesTheOutputType) {
   const std::string src = dir + "/tied.gguf";
   w.write(src);
   QuantizeOptions o;
-  apply_default_mix(DType::Q4_0, o);
+  apply_default_mix(DType::Q4_0, true, o);
   const QuantizeReport r = quantize_model(src, dir + "/tied-q4_0.gguf", DType::Q4_0, o);
   EXPECT_TRUE(r.tied_copy);
   const auto out = gguf::GgufFile::open(dir + "/tied-q4_0.gguf");
