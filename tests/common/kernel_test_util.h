@@ -13,17 +13,11 @@
 
 namespace hearth::test {
 
-inline bool cpu_has_avx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-inline bool cpu_has_avxvnni() { return cpu_has_avx2() && __builtin_cpu_supports("avxvnni"); }
-
-// Whether this CPU can run the kernels of `isa` (for AVX-512, the OS must save the zmm state
-// too, which only dispatch's check covers).
+// Whether this CPU can run the kernels of `isa`: dispatch's own check (for AVX-512 it also
+// requires the OS to save the zmm state).
 using cpu::cpu_supports;
+
+inline bool cpu_has_avx2() { return cpu_supports(cpu::Isa::Avx2); }
 
 // Every ISA above the scalar reference, whether or not this CPU has it (tests skip those it
 // lacks, so each variant is reported by name).
@@ -33,7 +27,7 @@ inline const cpu::Isa kFastIsas[] = {cpu::Isa::Avx2, cpu::Isa::AvxVnni, cpu::Isa
 inline std::vector<cpu::Isa> isas() {
   std::vector<cpu::Isa> out = {cpu::Isa::Scalar};
   for (cpu::Isa isa : kFastIsas) {
-    if (cpu::cpu_supports(isa)) out.push_back(isa);
+    if (cpu_supports(isa)) out.push_back(isa);
   }
   return out;
 }

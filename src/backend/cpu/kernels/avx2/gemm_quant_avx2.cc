@@ -11,11 +11,7 @@ namespace {
 
 inline __m256i sum_pairs_i16(__m256i v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
 
-struct WeightQ4_0 {
-  using Block = BlockQ4_0;
-  using Pair = Q4_0Pair;
-  static constexpr bool kOffsetBy8 = true;
-  static Pair prepare(const Block* b) { return prepare_q4_0(b); }
+struct WeightQ4_0 : Q4_0Format {
   // Lanes 0-3: partial sums of u . x for block b, lanes 4-7 for block b + 1. Products of 4
   // nibbles (<= 15) and quants (|x| <= 127) fit in int16 before widening.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
@@ -24,11 +20,7 @@ struct WeightQ4_0 {
   }
 };
 
-struct WeightQ8_0 {
-  using Block = BlockQ8_0;
-  using Pair = Q8_0Pair;
-  static constexpr bool kOffsetBy8 = false;
-  static Pair prepare(const Block* b) { return prepare_q8_0(b); }
+struct WeightQ8_0 : Q8_0Format {
   // maddubs needs an unsigned operand: |w| * (x * sign(w)). Pair sums reach 2 * 128 * 127, so
   // each half is widened before the two are added.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {

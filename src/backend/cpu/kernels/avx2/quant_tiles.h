@@ -59,6 +59,21 @@ inline Q8_0Pair prepare_q8_0(const BlockQ8_0* b) {
   return {_mm256_sign_epi8(lo, lo), lo, _mm256_sign_epi8(hi, hi), hi};
 }
 
+// What every ISA's weight traits share per format (block type, prepared pair, whether the
+// unsigned operand is offset by 8); each ISA adds its own 8-bit products() on top.
+struct Q4_0Format {
+  using Block = BlockQ4_0;
+  using Pair = Q4_0Pair;
+  static constexpr bool kOffsetBy8 = true;
+  static Pair prepare(const Block* b) { return prepare_q4_0(b); }
+};
+struct Q8_0Format {
+  using Block = BlockQ8_0;
+  using Pair = Q8_0Pair;
+  static constexpr bool kOffsetBy8 = false;
+  static Pair prepare(const Block* b) { return prepare_q8_0(b); }
+};
+
 // The f16 scales of a group's 8 blocks as floats in lane order (blocks 0, 2, 4, 6, 1, 3, 5, 7).
 // The halves are packed in general-purpose registers, whose ALUs are idle here, leaving the
 // vector shuffle ports to the reduction trees.

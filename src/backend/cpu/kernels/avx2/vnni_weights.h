@@ -16,11 +16,7 @@ namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
 template <typename Dp>
-struct VnniQ4_0 {
-  using Block = BlockQ4_0;
-  using Pair = Q4_0Pair;
-  static constexpr bool kOffsetBy8 = true;
-  static Pair prepare(const Block* b) { return prepare_q4_0(b); }
+struct VnniQ4_0 : Q4_0Format {
   // Lanes 0-3: partial sums of u . x for block b, lanes 4-7 for block b + 1.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
     return Dp::dot(Dp::dot(_mm256_setzero_si256(), w.lo, x_lo), w.hi, x_hi);
@@ -28,11 +24,7 @@ struct VnniQ4_0 {
 };
 
 template <typename Dp>
-struct VnniQ8_0 {
-  using Block = BlockQ8_0;
-  using Pair = Q8_0Pair;
-  static constexpr bool kOffsetBy8 = false;
-  static Pair prepare(const Block* b) { return prepare_q8_0(b); }
+struct VnniQ8_0 : Q8_0Format {
   // vpdpbusd's first operand is unsigned: |w| * (x * sign(w)), as for maddubs.
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
     const __m256i lo = Dp::dot(_mm256_setzero_si256(), w.abs_lo, _mm256_sign_epi8(x_lo, w.lo));
