@@ -58,6 +58,11 @@ void matvec_args(benchmark::internal::Benchmark* b) {
   for (int64_t rows : {2048, 5632}) {
     for (int threads : {1, 2}) b->Args({rows, 2048, threads});
   }
+  // Predictor shapes (fc1 [H, n_embd], fc2 [n_ff, H]): few or short rows.
+  for (int threads : {1, 2}) {
+    b->Args({256, 2048, threads});
+    b->Args({5632, 256, threads});
+  }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
