@@ -193,6 +193,39 @@ TEST(SparseKernels, AxpyMatchesReferenceAndScalar) {
   }
 }
 
+// The one-token Q4_0 axpy sums in integers, and every vector ISA reads its block scales its own
+// way (AVX-512 by a word permute, with masked loads for a last chunk of under 8 blocks) into the
+// same integer sums and final FMA: the outputs must be the same bits on every vector ISA.
+TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
+  const DType t = DType::Q4_0;
+  for (int64_t cols : {32, 96, 224, 256, 288, 1056}) {
+    const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+    for (int64_t nr : {1, 5, 33, 70}) {
+      const int64_t rows = 2 * nr + 3;
+      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + nr));
+      const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr + 3));
+      const auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(nr * 5 + cols));
+      const auto y0 = test::random_floats(cols, static_cast<uint32_t>(cols));
+      std::vector<float> first;
+      for (cpu::Isa isa : isas()) {
+        if (isa == cpu::Isa::Scalar) continue;
+        auto y = y0;
+        cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(),
+                                                 nr, 1, y.data(), cols);
+        if (first.empty()) {
+          first = y;
+          continue;
+        }
+        for (int64_t c = 0; c < cols; ++c) {
+          ASSERT_TRUE(same_bits(y[c], first[c]))
+              << cpu::isa_name(isa) << " cols=" << cols << " nr=" << nr << " c=" << c << ": "
+              << y[c] << " vs " << first[c];
+        }
+      }
+    }
+  }
+}
+
 // Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the
 // output into NaN (0 * NaN), so finite, unchanged outputs show they were skipped.
 TEST(SparseKernels, AxpySkipsRowsWithZeroCoefficients) {

@@ -25,6 +25,10 @@ void set_float_kernels(Kernels& k);
 void set_quant_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
 
+// The Q4_0 axpy entry of this table (every token count), for tables that replace only part of it.
+void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+               const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
+
 // The whole AVX2 table.
 Kernels kernels();
 

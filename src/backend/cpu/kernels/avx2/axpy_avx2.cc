@@ -15,6 +15,7 @@
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/float_loads.h"
+#include "backend/cpu/kernels/avx2/axpy_q4_0_int.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
@@ -248,166 +249,13 @@ void axpy_pass(int64_t n, const uint8_t* const* w, const uint8_t* const* next, c
   }
 }
 
-// One-token Q4_0 in 8-bit integers, as generic/axpy.cc defines it (groups of kAxpyGroup active
-// rows; per group and block, int8 coefficients t_j with one float scale): the float axpy spends
-// ~16 vector ops per row and block (widen, convert, FMA), this one ~5. Per group, columns go in
-// chunks of 8 blocks. Pass 1 quantizes the chunk's coefficients with the 8 blocks as the 8
-// lanes (no horizontal max or sum). Pass 2 adds the rows 4 at a time: rows (0, 2) and (1, 3)
-// side by side in two vectors, their bytes interleaved (unpack), so that each 16-bit lane holds
-// two rows' nibbles of one column, which maddubs multiplies by the two rows' t. int16 sums
-// cannot overflow: per lane 16 rows, |t| <= 127, nibbles <= 15, 16 * 15 * 127 < 32768. The
-// "- 8" is -8 * sum_j t_j, added to the int32 sums. Every sum is exact, so the result differs
-// from the scalar reference only by the final FMA. Pass 2 also prefetches the next group's
-// rows, whose addresses are known a group ahead.
-struct Q4Group {
-  const uint8_t* rows[generic::kAxpyGroup];
-  alignas(32) float coef[generic::kAxpyGroup];
-  int count = 0;
+// The block scales of the integer one-token Q4_0 axpy (axpy_q4_0_int.h), gathered in general
+// registers.
+struct ScalesGpr {
+  static __m256 chunk(const uint8_t* blocks, int count) {
+    return scales_x8(blocks, sizeof(BlockQ4_0), count);
+  }
 };
-
-// The next group of active rows from j on; the rows past count repeat a valid row, with
-// coefficient 0.
-inline void next_q4_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                          const float* a, int64_t& j, Q4Group& g) {
-  g.count = 0;
-  for (; j < nr && g.count < generic::kAxpyGroup; ++j) {
-    if (a[j] == 0.0f) continue;
-    g.rows[g.count] = wb + static_cast<size_t>(idx[j]) * ldw;
-    g.coef[g.count++] = a[j];
-  }
-  for (int r = g.count; r < generic::kAxpyGroup; ++r) {
-    g.rows[r] = g.count > 0 ? g.rows[g.count - 1] : wb;
-    g.coef[r] = 0.0f;
-  }
-}
-
-// The f16 block scales at byte `off` of 8 rows, as floats: packed in general registers (the
-// integer pipes are idle here), then one conversion.
-inline __m256 scales_rows8(const uint8_t* const* rows, int64_t off) {
-  uint64_t h[2] = {0, 0};
-  for (int i = 0; i < 8; ++i) {
-    uint16_t d;
-    std::memcpy(&d, rows[i] + off, 2);
-    h[i >> 2] |= uint64_t{d} << (16 * (i & 3));
-  }
-  return _mm256_cvtph_ps(
-      _mm_set_epi64x(static_cast<long long>(h[1]), static_cast<long long>(h[0])));
-}
-
-constexpr int64_t kChunkBlocks = 8;  // one per lane in pass 1
-
-void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                   const float* a, float* y) {
-  constexpr int G = generic::kAxpyGroup;
-  constexpr int64_t kB = sizeof(BlockQ4_0);
-  static_assert(G == 32, "the quantization below handles 32 coefficients");
-  const int64_t nb = n / kQK;
-  const int64_t row_len = nb * kB;
-  Q4Group groups[2];
-  int64_t j = 0;
-  next_q4_group(wb, ldw, idx, nr, a, j, groups[0]);
-  // The first group's lines are requested up front; later groups' lines while the group before
-  // them is computed.
-  for (int r = 0; r < groups[0].count; ++r) {
-    for (int64_t o = 0; o < row_len; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(groups[0].rows[r] + o), _MM_HINT_T0);
-  }
-  alignas(32) float sbuf[G][kChunkBlocks];
-  alignas(32) int32_t tq4[G / 4][kChunkBlocks];
-  alignas(32) float scale[kChunkBlocks], mvals[kChunkBlocks];
-  alignas(32) int32_t base[kChunkBlocks];
-  // Within each lane, bytes (4i + r) -> (4r + i): the 4 rows' t of block i side by side.
-  const __m256i transpose4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11,
-                                              15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
-                                              11, 15);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  // Bytes (0, 1) of a broadcast dword in the low lane, (2, 3) in the high one.
-  const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
-                                        3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-  for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
-    const Q4Group& g = groups[cur];
-    Q4Group& ng = groups[cur ^ 1];
-    next_q4_group(wb, ldw, idx, nr, a, j, ng);
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-      const int cb = static_cast<int>(std::min(kChunkBlocks, nb - b0));
-      // Pass 1: per block of the chunk (8 blocks as the 8 lanes, no horizontal operations) the
-      // scale, the int8 coefficients and -8 * sum(t). tq4[k][b] holds t of rows 4k..4k+3.
-      {
-        __m256 mv = _mm256_setzero_ps();
-        const __m256 sign = _mm256_set1_ps(-0.0f);
-        for (int r = 0; r < G; ++r) {
-          const __m256 sr = _mm256_mul_ps(scales_x8(g.rows[r] + b0 * kB, kB, cb),
-                                          _mm256_broadcast_ss(g.coef + r));
-          _mm256_store_ps(sbuf[r], sr);
-          mv = _mm256_max_ps(mv, _mm256_andnot_ps(sign, sr));
-        }
-        _mm256_store_ps(mvals, mv);
-        _mm256_store_ps(scale, _mm256_div_ps(mv, _mm256_set1_ps(127.0f)));
-        // A block with m < kAxpyMinScale may get inf here and garbage t, but pass 2 skips it.
-        const __m256 inv = _mm256_div_ps(_mm256_set1_ps(127.0f), mv);
-        __m256i tsum = _mm256_setzero_si256();
-        for (int k = 0; k < G / 4; ++k) {
-          __m256i t[4];
-          for (int i = 0; i < 4; ++i) {
-            t[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(sbuf[4 * k + i]), inv));
-            tsum = _mm256_add_epi32(tsum, t[i]);
-          }
-          const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]),
-                                                    _mm256_packs_epi32(t[2], t[3]));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(tq4[k]),
-                             _mm256_shuffle_epi8(packed, transpose4));
-        }
-        _mm256_store_si256(reinterpret_cast<__m256i*>(base),
-                           _mm256_mullo_epi32(tsum, _mm256_set1_epi32(-8)));
-      }
-      // Pass 2: the integer sums, added to y.
-      for (int b = 0; b < cb; ++b) {
-        const int64_t blk = b0 + b;
-        // Next group: every line of its rows' bytes in this block (block ends 36 bytes apart
-        // touch every line; the first block also its start).
-        if (blk == 0 || (blk & 1) || blk == nb - 1) {
-          const int64_t off = blk == 0 ? 0 : blk * kB + kB - 1;
-          for (int r = 0; r < ng.count; ++r)
-            _mm_prefetch(reinterpret_cast<const char*>(ng.rows[r] + off), _MM_HINT_T0);
-        }
-        if (mvals[b] < generic::kAxpyMinScale) continue;
-        __m256i acc[4];
-        for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_si256();
-        const int64_t off = blk * kB + 2;
-        const int steps = (g.count + 3) / 4;
-        for (int k = 0; k < steps; ++k) {
-          const uint8_t* const* r = g.rows + 4 * k;
-          const __m256i x = _mm256_inserti128_si256(
-              _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + off))),
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[2] + off)), 1);
-          const __m256i z = _mm256_inserti128_si256(
-              _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[1] + off))),
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[3] + off)), 1);
-          const __m256i lo = _mm256_unpacklo_epi8(x, z);  // bytes 0..7: columns 0..7, 16..23
-          const __m256i hi = _mm256_unpackhi_epi8(x, z);  // bytes 8..15: columns 8..15, 24..31
-          const __m256i tv = _mm256_shuffle_epi8(_mm256_set1_epi32(tq4[k][b]), pair);
-          acc[0] = _mm256_add_epi16(acc[0], _mm256_maddubs_epi16(_mm256_and_si256(lo, m4), tv));
-          acc[1] = _mm256_add_epi16(acc[1], _mm256_maddubs_epi16(_mm256_and_si256(hi, m4), tv));
-          acc[2] = _mm256_add_epi16(
-              acc[2], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), tv));
-          acc[3] = _mm256_add_epi16(
-              acc[3], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 4), m4), tv));
-        }
-        const __m256i bv = _mm256_set1_epi32(base[b]);
-        const __m256 sv = _mm256_set1_ps(scale[b]);
-        float* yb = y + blk * kQK;
-        for (int v = 0; v < 4; ++v) {
-          const __m256i sum = _mm256_add_epi32(
-              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[v])),
-                               _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[v], 1))),
-              bv);
-          const __m256 yv = _mm256_loadu_ps(yb + 8 * v);
-          _mm256_storeu_ps(yb + 8 * v, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(sum), yv));
-        }
-      }
-    }
-  }
-}
 
 // Active rows are collected into a window of up to kWindow, topped up whenever fewer than two
 // passes' worth remain, so every pass knows the rows of the next.
@@ -418,7 +266,9 @@ void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, 
           size_t lda, int64_t nt, float* y, size_t ldy) {
   static_assert(kRows == 4, "the switch below covers 1 to 4 rows");
   if constexpr (std::is_same_v<D, DecodeQ4_0>) {
-    if (nt == 1) return axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+    if (nt == 1) {
+      return axpy_q4_0_int<ScalesGpr>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+    }
   }
   const auto* wb = static_cast<const uint8_t*>(w);
   // Active rows [p, m) of the window. kRows spare entries repeat the last row, so a pass before
@@ -465,12 +315,17 @@ void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, 
 
 }  // namespace
 
+void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+               const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  axpy<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+}
+
 void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy<DecodeFloat<LoadF32>>;
   k.f16.axpy = axpy<DecodeFloat<LoadF16>>;
   k.bf16.axpy = axpy<DecodeFloat<LoadBf16>>;
   k.q8_0.axpy = axpy<DecodeQ8_0>;
-  k.q4_0.axpy = axpy<DecodeQ4_0>;
+  k.q4_0.axpy = axpy_q4_0;
 }
 
 }  // namespace hearth::cpu::avx2

@@ -1,6 +1,6 @@
 // The AVX-512 kernel table. It starts from the AVX2 table, not the AVX-VNNI one: AVX-512 CPUs
 // before Sapphire Rapids (Ice Lake, Cascade Lake) lack AVX-VNNI. Entries this level does not
-// replace (conversions, axpy) stay AVX2.
+// replace (conversions, the axpy of other types and token counts) stay AVX2.
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
@@ -11,6 +11,7 @@ Kernels kernels() {
   k.isa = Isa::Avx512;
   set_float_kernels(k);
   set_quant_kernels(k);
+  set_axpy_kernels(k);
   return k;
 }
 
