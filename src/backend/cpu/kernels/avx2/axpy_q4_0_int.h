@@ -22,13 +22,11 @@ inline namespace HEARTH_AVX2_ABI {
 // chunks of 8 blocks. Pass 1 quantizes the chunk's coefficients with the 8 blocks as the 8
 // lanes (no horizontal max or sum); Scales::chunk(blocks, count) reads the f16 scales of
 // `count` <= 8 consecutive blocks (zero lanes past count) as floats, which each ISA does its own
-// way. Pass 2 adds the rows 4 at a time: rows (0, 2) and (1, 3)
-// side by side in two vectors, their bytes interleaved (unpack), so that each 16-bit lane holds
-// two rows' nibbles of one column, which maddubs multiplies by the two rows' t. int16 sums
-// cannot overflow: per lane 16 rows, |t| <= 127, nibbles <= 15, 16 * 15 * 127 < 32768. The
-// "- 8" is -8 * sum_j t_j, added to the int32 sums. Every sum is exact, so the result differs
-// from the scalar reference only by the final FMA. Pass 2 also prefetches the next group's
-// rows, whose addresses are known a group ahead.
+// way. Pass 2 adds each block's integer sums over the group's rows into y (Sums::add_block,
+// below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32 sums. Every sum is exact, so
+// the result differs from the scalar reference only by the final FMA, and every Scales and Sums
+// give the same bits. Pass 2 also prefetches the next group's rows, whose addresses are known a
+// group ahead.
 struct Q4Group {
   const uint8_t* rows[generic::kAxpyGroup];
   alignas(32) float coef[generic::kAxpyGroup];
@@ -51,9 +49,55 @@ inline void next_q4_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int
   }
 }
 
+// Pass 2 for one block: y[c] += scale * (sum_r t_r q_r[c] + base) for its 32 columns, over
+// `steps` x 4 rows (rows[r] + off: the block's nibbles; t of rows 4k..4k+3 in t4[k * stride]).
+// Rows (0, 2) and (1, 3) go side by side in two vectors, their bytes interleaved (unpack), so
+// each 16-bit lane holds two rows' nibbles of one column, which maddubs multiplies by the two
+// rows' t. int16 sums cannot overflow: per lane 16 rows, |t| <= 127, nibbles <= 15,
+// 16 * 15 * 127 < 32768.
+struct SumsAvx2 {
+  static void add_block(const uint8_t* const* rows, int steps, int64_t off, const int32_t* t4,
+                        int64_t stride, int32_t base, float scale, float* yb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    // Bytes (0, 1) of a broadcast dword in the low lane, (2, 3) in the high one.
+    const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
+                                          3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    __m256i acc[4];
+    for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_si256();
+    for (int k = 0; k < steps; ++k) {
+      const uint8_t* const* r = rows + 4 * k;
+      const __m256i x = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + off))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[2] + off)), 1);
+      const __m256i z = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[1] + off))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[3] + off)), 1);
+      const __m256i lo = _mm256_unpacklo_epi8(x, z);  // bytes 0..7: columns 0..7, 16..23
+      const __m256i hi = _mm256_unpackhi_epi8(x, z);  // bytes 8..15: columns 8..15, 24..31
+      const __m256i tv = _mm256_shuffle_epi8(_mm256_set1_epi32(t4[k * stride]), pair);
+      acc[0] = _mm256_add_epi16(acc[0], _mm256_maddubs_epi16(_mm256_and_si256(lo, m4), tv));
+      acc[1] = _mm256_add_epi16(acc[1], _mm256_maddubs_epi16(_mm256_and_si256(hi, m4), tv));
+      acc[2] = _mm256_add_epi16(
+          acc[2], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), tv));
+      acc[3] = _mm256_add_epi16(
+          acc[3], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 4), m4), tv));
+    }
+    const __m256i bv = _mm256_set1_epi32(base);
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int v = 0; v < 4; ++v) {
+      const __m256i sum = _mm256_add_epi32(
+          _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[v])),
+                           _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[v], 1))),
+          bv);
+      const __m256 yv = _mm256_loadu_ps(yb + 8 * v);
+      _mm256_storeu_ps(yb + 8 * v, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(sum), yv));
+    }
+  }
+};
+
 constexpr int64_t kChunkBlocks = 8;  // one per lane in pass 1
 
-template <typename Scales>
+template <typename Scales, typename Sums = SumsAvx2>
 void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
                    const float* a, float* y) {
   constexpr int G = generic::kAxpyGroup;
@@ -78,10 +122,6 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
   const __m256i transpose4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11,
                                               15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
                                               11, 15);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  // Bytes (0, 1) of a broadcast dword in the low lane, (2, 3) in the high one.
-  const __m256i pair = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
-                                        3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
     const Q4Group& g = groups[cur];
     Q4Group& ng = groups[cur ^ 1];
@@ -129,39 +169,8 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
             _mm_prefetch(reinterpret_cast<const char*>(ng.rows[r] + off), _MM_HINT_T0);
         }
         if (mvals[b] < generic::kAxpyMinScale) continue;
-        __m256i acc[4];
-        for (int v = 0; v < 4; ++v) acc[v] = _mm256_setzero_si256();
-        const int64_t off = blk * kB + 2;
-        const int steps = (g.count + 3) / 4;
-        for (int k = 0; k < steps; ++k) {
-          const uint8_t* const* r = g.rows + 4 * k;
-          const __m256i x = _mm256_inserti128_si256(
-              _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + off))),
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[2] + off)), 1);
-          const __m256i z = _mm256_inserti128_si256(
-              _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[1] + off))),
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[3] + off)), 1);
-          const __m256i lo = _mm256_unpacklo_epi8(x, z);  // bytes 0..7: columns 0..7, 16..23
-          const __m256i hi = _mm256_unpackhi_epi8(x, z);  // bytes 8..15: columns 8..15, 24..31
-          const __m256i tv = _mm256_shuffle_epi8(_mm256_set1_epi32(tq4[k][b]), pair);
-          acc[0] = _mm256_add_epi16(acc[0], _mm256_maddubs_epi16(_mm256_and_si256(lo, m4), tv));
-          acc[1] = _mm256_add_epi16(acc[1], _mm256_maddubs_epi16(_mm256_and_si256(hi, m4), tv));
-          acc[2] = _mm256_add_epi16(
-              acc[2], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(lo, 4), m4), tv));
-          acc[3] = _mm256_add_epi16(
-              acc[3], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 4), m4), tv));
-        }
-        const __m256i bv = _mm256_set1_epi32(base[b]);
-        const __m256 sv = _mm256_set1_ps(scale[b]);
-        float* yb = y + blk * kQK;
-        for (int v = 0; v < 4; ++v) {
-          const __m256i sum = _mm256_add_epi32(
-              _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[v])),
-                               _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[v], 1))),
-              bv);
-          const __m256 yv = _mm256_loadu_ps(yb + 8 * v);
-          _mm256_storeu_ps(yb + 8 * v, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(sum), yv));
-        }
+        Sums::add_block(g.rows, (g.count + 3) / 4, blk * kB + 2, &tq4[0][b], kChunkBlocks, base[b],
+                        scale[b], y + blk * kQK);
       }
     }
   }
