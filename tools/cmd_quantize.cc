@@ -14,19 +14,6 @@
 namespace hearth::cli {
 namespace {
 
-// Whether the model has fewer KV heads than query heads, from the keys llama.cpp writes
-// ({arch}.attention.head_count and head_count_kv; a missing KV count means as many as query
-// heads). Read directly rather than through the model's config, so a file of an architecture
-// Hearth does not run still quantizes.
-bool grouped_query(const gguf::GgufFile& file) {
-  const auto arch = file.get_string("general.architecture");
-  if (!arch) return false;
-  const std::string prefix = std::string(*arch) + ".attention.";
-  const auto heads = file.get_int(prefix + "head_count");
-  const auto kv = file.get_int(prefix + "head_count_kv");
-  return heads && kv && *kv < *heads;
-}
-
 std::string type_counts(const std::map<uint32_t, int64_t>& counts) {
   std::string s;
   int64_t total = 0;
@@ -145,7 +132,7 @@ int cmd_quantize(int argc, char** argv) {
       options.tensor_types.emplace_back(rule.substr(0, eq), parse_target(rule.substr(eq + 1)));
     }
     if (!output_type.empty()) options.output_type = parse_target(output_type);
-    if (!pure) apply_default_mix(type, grouped_query(*gguf::GgufFile::open(in)), options);
+    if (!pure) apply_default_mix(type, grouped_query_attention(*gguf::GgufFile::open(in)), options);
     const QuantizeReport report = quantize_model(in, out, type, options);
     print_report(in, out, report);
     return 0;

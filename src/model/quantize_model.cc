@@ -179,6 +179,15 @@ void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options)
   if (grouped_query) options.tensor_types.emplace_back("attn_k\\.weight$", DType::Q8_0);
 }
 
+bool grouped_query_attention(const gguf::GgufFile& file) {
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) return false;
+  const std::string prefix = std::string(*arch) + ".attention.";
+  const auto heads = file.get_int(prefix + "head_count");
+  const auto kv = file.get_int(prefix + "head_count_kv");
+  return heads && kv && *kv < *heads;
+}
+
 uint32_t llama_file_type(DType type) {
   switch (type) {
     case DType::F32: return 0;

