@@ -3,8 +3,9 @@
 // [n_ff, n_embd], at Llama-like n_embd 2048 / n_ff 5632. Bytes/s counts the weight bytes of the
 // active rows only, so a kernel that keeps the DRAM bandwidth of dense matvec at every density
 // turns sparsity into speed one for one. Active neurons are a uniform random subset (no
-// locality: the hardest case for prefetchers), drawn anew for each of kSets calls. Args:
-// {density in percent, threads}.
+// locality: the hardest case for prefetchers), drawn anew for each of kSets calls, or, with
+// contiguous = 1, one run of as many consecutive rows at a random start: the same bytes, so the
+// two show what scattering alone costs. Args: {density in percent, threads, contiguous}.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -24,14 +25,20 @@ constexpr int64_t kEmbd = 2048, kFf = 5632;
 // far more distinct (copy, set) pairs than L3 holds, so even 5% of the rows stream from DRAM.
 constexpr int kSets = 16;
 
-std::vector<int32_t> active_neurons(int64_t percent, uint32_t seed) {
-  std::vector<int32_t> all(static_cast<size_t>(kFf));
-  std::iota(all.begin(), all.end(), 0);
+std::vector<int32_t> active_neurons(int64_t percent, bool contiguous, uint32_t seed) {
+  const int64_t count = std::max<int64_t>(1, kFf * percent / 100);
   std::mt19937 rng(seed);
-  std::shuffle(all.begin(), all.end(), rng);
-  all.resize(static_cast<size_t>(std::max<int64_t>(1, kFf * percent / 100)));
-  std::sort(all.begin(), all.end());
-  return all;
+  std::vector<int32_t> rows(static_cast<size_t>(contiguous ? count : kFf));
+  if (contiguous) {
+    const auto start = static_cast<int32_t>(rng() % static_cast<uint32_t>(kFf - count + 1));
+    std::iota(rows.begin(), rows.end(), start);
+    return rows;
+  }
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), rng);
+  rows.resize(static_cast<size_t>(count));
+  std::sort(rows.begin(), rows.end());
+  return rows;
 }
 
 template <typename Op>
@@ -39,7 +46,9 @@ void run_sparse(benchmark::State& state, DType t, const Op& op) {
   cpu::CpuContext ctx(static_cast<int>(state.range(1)));
   const WeightSet& w = cached_weights(t, kFf, kEmbd, kColdBytes);
   std::vector<std::vector<int32_t>> sets;
-  for (uint32_t k = 0; k < kSets; ++k) sets.push_back(active_neurons(state.range(0), k));
+  for (uint32_t k = 0; k < kSets; ++k) {
+    sets.push_back(active_neurons(state.range(0), state.range(2) != 0, k));
+  }
   const auto n_idx = static_cast<int64_t>(sets[0].size());
   // Activations for gather_matmul, coefficients for sparse_axpy (non-zero: every row is read).
   const auto x = random_activations(kEmbd, 1);
@@ -74,9 +83,10 @@ void bm_sparse_axpy(benchmark::State& state, DType t) {
 }
 
 void sparse_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"density%", "threads"});
+  b->ArgNames({"density%", "threads", "contiguous"});
   for (int threads : {1, 2}) {
-    for (int64_t percent : {100, 30, 10, 5}) b->Args({percent, threads});
+    for (int64_t percent : {100, 30, 10, 5}) b->Args({percent, threads, 0});
+    b->Args({30, threads, 1});
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
