@@ -11,9 +11,12 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "gguf/gguf.h"
 
 namespace hearth {
+
+namespace gguf {
+class GgufFile;
+}  // namespace gguf
 
 struct QuantizeOptions {
   // Also convert the predictors (blk.N.fc1/fc2). Off by default: they are small, and their scores

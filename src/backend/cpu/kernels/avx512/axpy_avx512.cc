@@ -80,8 +80,8 @@ struct SumsVnni512 {
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
   if (nt == 1) {
-    return avx2::axpy_q4_0_int<ScalesPermute, SumsVnni512>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a,
-                                              y);
+    return avx2::axpy_q4_0_int<ScalesPermute, SumsVnni512>(n, static_cast<const uint8_t*>(w), ldw,
+                                                           idx, nr, a, y);
   }
   avx2::axpy_q4_0(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
