@@ -1,5 +1,6 @@
 // matvec (decode, memory-bound: bytes/s of weights is the figure of merit) and matmul (prompt
-// processing, compute-bound: FLOP/s) for every dtype at Llama-7B-like shapes scaled to 2048.
+// processing, compute-bound: FLOP/s) for every dtype at Llama-7B-like shapes scaled to 2048, and
+// the q, k, v projections of one decode step, separate or as one matmul_parts.
 // Args: {rows, cols, threads} for matvec, {rows, cols, tokens, threads} for matmul.
 #include <benchmark/benchmark.h>
 
@@ -53,6 +54,34 @@ void bm_matmul(benchmark::State& state, DType t) { run_matmul(state, t, false); 
 // each byte meets n tokens, so past a few tokens the kernel's FLOP/s decides.
 void bm_matmul_small(benchmark::State& state, DType t) { run_matmul(state, t, true); }
 
+// A decode step's q, k and v projections (a 1B Llama's 2048 + 256 + 256 rows x 2048, the three
+// matrices views of one cold copy): three matvecs (shared = 0) against one matmul_parts over
+// them (shared = 1), which converts x and wakes the pool once. Same bytes either way.
+void bm_qkv(benchmark::State& state, DType t) {
+  constexpr int64_t kQ = 2048, kKv = 256, kCols = 2048;
+  const bool shared = state.range(0) != 0;
+  cpu::CpuContext ctx(static_cast<int>(state.range(1)));
+  const WeightSet& w = cached_weights(t, kQ + 2 * kKv, kCols, kColdBytes);
+  const auto x = random_activations(kCols, 3);
+  std::vector<float> y(static_cast<size_t>(kQ + 2 * kKv));
+  const size_t ldw = static_cast<size_t>(row_bytes(t, kCols));
+  size_t i = 0;
+  for (auto _ : state) {
+    const uint8_t* wq = w.get(i++);
+    const MatmulPart parts[] = {{wq, kQ, y.data()},
+                                {wq + kQ * ldw, kKv, y.data() + kQ},
+                                {wq + (kQ + kKv) * ldw, kKv, y.data() + kQ + kKv}};
+    if (shared) {
+      matmul_parts(ctx, t, kCols, parts, x.data(), 1);
+    } else {
+      for (const MatmulPart& p : parts) matvec(ctx, t, p.w, p.rows, kCols, x.data(), p.y);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
   for (int64_t rows : {2048, 5632}) {
@@ -62,6 +91,14 @@ void matvec_args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     b->Args({256, 2048, threads});
     b->Args({5632, 256, threads});
+  }
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+void qkv_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"shared", "threads"});
+  for (int threads : {1, 2}) {
+    for (int shared : {0, 1}) b->Args({shared, threads});
   }
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
@@ -98,6 +135,8 @@ BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
 
 BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
+BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
+BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q4_0, DType::Q4_0)->Apply(matmul_small_args);
 

@@ -38,9 +38,7 @@ void llama_attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Att
   const cpu::Isa isa = ctx.isa();
   const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
   rms_norm_rows(ctx, x, l.attn_norm, c.norm_eps, n, c.n_embd, s.xn);
-  linear(ctx, l.wq, s.xn, n, s.q);
-  linear(ctx, l.wk, s.xn, n, s.k);
-  linear(ctx, l.wv, s.xn, n, s.v);
+  linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, s.xn, n);
   rope.apply(s.q, n, n_head, head_dim, pos0);
   rope.apply(s.k, n, static_cast<int>(c.n_head_kv), head_dim, pos0);
   kv_store(isa, attn, s.k, 0, pos0, n, k_cache);

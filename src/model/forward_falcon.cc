@@ -29,9 +29,7 @@ void Session::Impl::forward_falcon(int64_t n) {
       layer_norm_rows(ctx, xs, l.attn_norm_2, l.attn_norm_2_b, c.norm_eps, n, n_embd, fo);
       a = fo;
     }
-    linear(ctx, l.wq, a, n, q.f32());
-    linear(ctx, l.wk, a, n, k.f32());
-    linear(ctx, l.wv, a, n, v.f32());
+    linear_shared(ctx, {{&l.wq, q.f32()}, {&l.wk, k.f32()}, {&l.wv, v.f32()}}, a, n);
     attend(il, /*rotate=*/true);
 
     // FFN on h, predicted from the layer input x; then x += (ffn + attention), summed in

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/cpu/context.h"
 #include "model/weights.h"
@@ -15,6 +16,36 @@ namespace hearth {
 inline void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
   if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(m.data, x, n, m.cols);
   matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
+}
+
+// One product of linear_shared: y[n, m.rows] = x · m^T.
+struct LinearOut {
+  const Matrix* m = nullptr;
+  float* y = nullptr;
+};
+
+// linear() for several matrices of one input x[n, cols] (q, k, v; up and gate): one pass over
+// the pool when they share a weight type, one linear() each otherwise. The same bits either way.
+inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut> outs,
+                          const float* x, int64_t n) {
+  constexpr size_t kMaxParts = 4;
+  if (outs.size() == 0) return;
+  const Matrix& first = *outs.begin()->m;
+  bool shared = outs.size() <= kMaxParts;
+  for (const LinearOut& o : outs) {
+    shared = shared && o.m->type == first.type && o.m->cols == first.cols;
+  }
+  if (!shared) {
+    for (const LinearOut& o : outs) linear(ctx, *o.m, x, n, o.y);
+    return;
+  }
+  MatmulPart parts[kMaxParts];
+  size_t count = 0;
+  for (const LinearOut& o : outs) {
+    if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(o.m->data, x, n, o.m->cols);
+    parts[count++] = {o.m->data, o.m->rows, o.y};
+  }
+  matmul_parts(ctx, first.type, first.cols, {parts, count}, x, n);
 }
 
 // y[n, width] += bias[width] in every row; nothing when there is no bias.

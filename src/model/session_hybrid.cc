@@ -72,9 +72,7 @@ void Session::Impl::run_attention(size_t il, int64_t n) {
   const LayerWeights& l = model.weights.layers[il];
   float* const xns = xn.f32();
   rms_norm_rows(ctx, xs, l.attn_norm, config.norm_eps, n, n_embd, xns);
-  linear(ctx, l.wq, xns, n, q.f32());
-  linear(ctx, l.wk, xns, n, k.f32());
-  linear(ctx, l.wv, xns, n, v.f32());
+  linear_shared(ctx, {{&l.wq, q.f32()}, {&l.wk, k.f32()}, {&l.wv, v.f32()}}, xns, n);
   attend(il, /*rotate=*/true);
   linear(ctx, l.wo, att.f32(), n, xns);
   vec_add(ctx.isa(), xs, xns, n * n_embd);

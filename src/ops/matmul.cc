@@ -1,5 +1,7 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
+
 #include "ops/matmul_common.h"
 
 namespace hearth {
@@ -15,16 +17,33 @@ void matvec(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int6
 
 void matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
             const float* x, int64_t n, float* y) {
-  check_shape("matmul", wtype, rows, cols, n);
-  if (rows == 0 || n == 0) return;
+  const MatmulPart part{w, rows, y};
+  matmul_parts(ctx, wtype, cols, {&part, 1}, x, n);
+}
+
+void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
+                  std::span<const MatmulPart> parts, const float* x, int64_t n) {
+  int64_t total = 0;
+  for (const MatmulPart& p : parts) {
+    check_shape("matmul", wtype, p.rows, cols, n);
+    total += p.rows;
+  }
+  if (total == 0 || n == 0) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
   size_t ldx = 0;
   const uint8_t* xa = prepare_activations(ctx, k, x, cols, n, &ldx);
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  const auto* wb = static_cast<const uint8_t*>(w);
-  run_split(ctx, rows, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-    k.gemm(cols, wb + r0 * ldw, ldw, r1 - r0, xa + t0 * ldx, ldx, tn, y + t0 * rows + r0,
-           static_cast<size_t>(rows));
+  // Rows [r0, r1) of the stacked matrix: the piece of each part that falls inside them.
+  run_split(ctx, total, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+    int64_t first = 0;  // the part's first row in the stacked matrix
+    for (const MatmulPart& p : parts) {
+      const int64_t b = std::max(r0, first) - first, e = std::min(r1, first + p.rows) - first;
+      if (b < e) {
+        k.gemm(cols, static_cast<const uint8_t*>(p.w) + b * ldw, ldw, e - b, xa + t0 * ldx, ldx,
+               tn, p.y + t0 * p.rows + b, static_cast<size_t>(p.rows));
+      }
+      first += p.rows;
+    }
   });
 }
 

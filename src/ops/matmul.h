@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "backend/cpu/context.h"
 #include "core/dtype.h"
@@ -20,5 +21,19 @@ void matvec(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int6
 // Y[n, rows] = X[n, cols] · W[rows, cols]^T   (one output row per input row of X)
 void matmul(cpu::CpuContext& ctx, DType wtype, const void* w, int64_t rows, int64_t cols,
             const float* x, int64_t n, float* y);
+
+// One weight matrix of a product with a shared input: W[rows, cols] at w, Y[n, rows] at y.
+struct MatmulPart {
+  const void* w = nullptr;
+  int64_t rows = 0;
+  float* y = nullptr;
+};
+
+// Y_i = X[n, cols] · W_i^T for every part, all of one weight type and width: X is converted once
+// and the parts' rows, taken as one stacked matrix, split over the pool in one pass (the q, k
+// and v projections of a decode step wake the threads once instead of three times). The outputs
+// are the same bits as one matmul per part.
+void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
+                  std::span<const MatmulPart> parts, const float* x, int64_t n);
 
 }  // namespace hearth

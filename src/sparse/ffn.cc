@@ -137,8 +137,12 @@ void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   const int64_t total = n * n_ff;
   float* const a = gate_.data();
   float* const u = up_.data();
-  up_all(ctx, w, xn, n, u);
-  if (w.gate && w.gate->present()) linear(ctx, *w.gate, xn, n, a);
+  if (w.gate && w.gate->present()) {
+    linear_shared(ctx, {{w.up, u}, {w.gate, a}}, xn, n);
+    add_bias(ctx.isa(), u, w.up_bias, n, n_ff);
+  } else {
+    up_all(ctx, w, xn, n, u);
+  }
   stats.weight_bytes += rows_bytes(w.gate, n_ff) + rows_bytes(w.up, n_ff);
   dense_activations(ctx, w, p, n, mode, a, u, stats);
   if (mode == SparseMode::Predictor) {

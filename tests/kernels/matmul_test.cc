@@ -179,6 +179,42 @@ TEST(Matmul, ManyTokensAcrossTokenBlocks) {
   }
 }
 
+// Parts of a shared-input product (q, k, v) split over the pool as one stacked matrix: a
+// thread's range may start or end inside any part, and an empty part is allowed. Each part's
+// outputs must be the bits of its own matmul, for any thread count.
+TEST(Matmul, PartsEqualOneMatmulPerPart) {
+  for (cpu::Isa isa : isas()) {
+    for (int threads : {1, 2, 3}) {
+      cpu::CpuContext ctx(threads, isa);
+      for (DType t : test::kAllTypes) {
+        const int64_t cols = test::test_cols(t).back();
+        const int64_t rows[] = {37, 0, 5, 70};
+        std::vector<std::vector<uint8_t>> w;
+        for (int64_t r : rows) {
+          w.push_back(test::random_weights(t, r, cols, static_cast<uint32_t>(r * 7 + cols)));
+        }
+        for (int64_t n : {1, 6}) {
+          const auto x = test::random_floats(n * cols, static_cast<uint32_t>(n + cols));
+          std::vector<std::vector<float>> y, want;
+          std::vector<MatmulPart> parts;
+          for (size_t i = 0; i < w.size(); ++i) {
+            y.emplace_back(static_cast<size_t>(rows[i] * n), -1.0f);
+            want.emplace_back(static_cast<size_t>(rows[i] * n), -2.0f);
+            matmul(ctx, t, w[i].data(), rows[i], cols, x.data(), n, want[i].data());
+          }
+          for (size_t i = 0; i < w.size(); ++i) parts.push_back({w[i].data(), rows[i], y[i].data()});
+          matmul_parts(ctx, t, cols, parts, x.data(), n);
+          for (size_t i = 0; i < w.size(); ++i) {
+            ASSERT_EQ(std::memcmp(y[i].data(), want[i].data(), y[i].size() * sizeof(float)), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " threads=" << threads
+                << " n=" << n << " part " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Matmul, EmptyShapesAndBadColumns) {
   cpu::CpuContext ctx(2, cpu::Isa::Scalar);
   float x[64] = {}, y[4] = {1, 2, 3, 4};
@@ -187,6 +223,8 @@ TEST(Matmul, EmptyShapesAndBadColumns) {
   matmul(ctx, DType::F16, w, 2, 32, x, 0, y);
   EXPECT_EQ(y[0], 1.0f);
   EXPECT_THROW(matvec(ctx, DType::Q8_0, w, 1, 40, x, y), Error);
+  const MatmulPart bad[] = {{w, 1, y}, {w, -1, y}};
+  EXPECT_THROW(matmul_parts(ctx, DType::F16, 32, bad, x, 1), Error);
 }
 
 TEST(Dispatch, IsaEnvironmentOverride) {
