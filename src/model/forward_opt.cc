@@ -36,9 +36,10 @@ void Session::Impl::forward_opt(int64_t n) {
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];
     layer_norm_rows(ctx, xs, l.attn_norm, l.attn_norm_b, c.norm_eps, n, n_embd, xns);
-    linear_bias(ctx, l.wq, l.bq, xns, n, q.f32());
-    linear_bias(ctx, l.wk, l.bk, xns, n, k.f32());
-    linear_bias(ctx, l.wv, l.bv, xns, n, v.f32());
+    linear_shared(ctx, {{&l.wq, q.f32()}, {&l.wk, k.f32()}, {&l.wv, v.f32()}}, xns, n);
+    add_bias(isa, q.f32(), l.bq, n, l.wq.rows);
+    add_bias(isa, k.f32(), l.bk, n, l.wk.rows);
+    add_bias(isa, v.f32(), l.bv, n, l.wv.rows);
     attend(il, /*rotate=*/false);
     linear_bias(ctx, l.wo, l.bo, att.f32(), n, xns);
     vec_add(isa, xs, xns, n * n_embd);
