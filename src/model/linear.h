@@ -24,8 +24,9 @@ struct LinearOut {
   float* y = nullptr;
 };
 
-// linear() for several matrices of one input x[n, cols] (q, k, v; up and gate): one pass over
-// the pool when they share a weight type, one linear() each otherwise. The same bits either way.
+// linear() for up to four matrices of one input x[n, cols] (q, k, v; up and gate): one pass over
+// the pool when they share a weight type, one linear() each otherwise (or for more matrices).
+// The same bits either way.
 inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut> outs,
                           const float* x, int64_t n) {
   constexpr size_t kMaxParts = 4;
