@@ -205,6 +205,7 @@ TEST(Matmul, PartsEqualOneMatmulPerPart) {
           for (size_t i = 0; i < w.size(); ++i) parts.push_back({w[i].data(), rows[i], y[i].data()});
           matmul_parts(ctx, t, cols, parts, x.data(), n);
           for (size_t i = 0; i < w.size(); ++i) {
+            if (y[i].empty()) continue;  // memcmp must not see the empty part's null data
             ASSERT_EQ(std::memcmp(y[i].data(), want[i].data(), y[i].size() * sizeof(float)), 0)
                 << cpu::isa_name(isa) << " " << dtype_name(t) << " threads=" << threads
                 << " n=" << n << " part " << i;
