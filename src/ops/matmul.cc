@@ -1,7 +1,5 @@
 #include "ops/matmul.h"
 
-#include <algorithm>
-
 #include "ops/matmul_common.h"
 
 namespace hearth {
@@ -33,17 +31,11 @@ void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
   size_t ldx = 0;
   const uint8_t* xa = prepare_activations(ctx, k, x, cols, n, &ldx);
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  // Rows [r0, r1) of the stacked matrix: the piece of each part that falls inside them.
   run_split(ctx, total, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-    int64_t first = 0;  // the part's first row in the stacked matrix
-    for (const MatmulPart& p : parts) {
-      const int64_t b = std::max(r0, first) - first, e = std::min(r1, first + p.rows) - first;
-      if (b < e) {
-        k.gemm(cols, static_cast<const uint8_t*>(p.w) + b * ldw, ldw, e - b, xa + t0 * ldx, ldx,
-               tn, p.y + t0 * p.rows + b, static_cast<size_t>(p.rows));
-      }
-      first += p.rows;
-    }
+    matmul_detail::for_each_piece(parts, r0, r1, [&](const MatmulPart& p, int64_t b, int64_t e) {
+      k.gemm(cols, static_cast<const uint8_t*>(p.w) + b * ldw, ldw, e - b, xa + t0 * ldx, ldx,
+             tn, p.y + t0 * p.rows + b, static_cast<size_t>(p.rows));
+    });
   });
 }
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <tuple>
 
 #include "backend/cpu/context.h"
 #include "core/dtype.h"
+#include "ops/matmul.h"
 
 namespace hearth::matmul_detail {
 
@@ -75,6 +77,20 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
     }
   };
   ctx.pool().run(task);
+}
+
+// Rows [r0, r1) of a matrix stacked from `parts` (in order): piece(part, b, e) for every part
+// they meet, [b, e) being the rows inside that part. How run_split's row ranges reach products
+// made of several matrices (matmul_parts; gather_matmul2's up and gate).
+template <typename Piece>
+void for_each_piece(std::span<const MatmulPart> parts, int64_t r0, int64_t r1,
+                    const Piece& piece) {
+  int64_t first = 0;  // the part's first row in the stacked matrix
+  for (const MatmulPart& p : parts) {
+    const int64_t b = std::max(r0, first) - first, e = std::min(r1, first + p.rows) - first;
+    if (b < e) piece(p, b, e);
+    first += p.rows;
+  }
 }
 
 }  // namespace hearth::matmul_detail

@@ -35,8 +35,8 @@ void check_args(const char* op, DType wtype, int64_t rows, int64_t cols, const i
 
 namespace {
 
-// Y1 (and Y2 when w2 is given) [n, n_idx] = X · W[idx]^T. Output rows [0, n_idx) belong to w1 and
-// [n_idx, 2 n_idx) to w2; a thread's range may span both.
+// Y1 (and Y2 when w2 is given) [n, n_idx] = X · W[idx]^T: the gathered rows of w1, then those of
+// w2, as one stacked product, so a thread's range may span both.
 void gather(const char* op, cpu::CpuContext& ctx, DType wtype, const void* w1, const void* w2,
             int64_t rows, int64_t cols, const int32_t* idx, int64_t n_idx, const float* x,
             int64_t n, float* y1, float* y2) {
@@ -46,22 +46,18 @@ void gather(const char* op, cpu::CpuContext& ctx, DType wtype, const void* w1, c
   size_t ldx = 0;
   const uint8_t* xa = matmul_detail::prepare_activations(ctx, k, x, cols, n, &ldx);
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  const auto ldy = static_cast<size_t>(n_idx);
+  const MatmulPart parts[] = {{w1, n_idx, y1}, {w2, n_idx, y2}};
+  const std::span<const MatmulPart> used(parts, w2 ? 2 : 1);
   // The index list splits like the rows of a dense product: equal contiguous parts, so the
   // work (rows actually read) is balanced whatever the density.
   matmul_detail::run_split(
-      ctx, w2 ? 2 * n_idx : n_idx, n, ldw, ldx,
+      ctx, static_cast<int64_t>(used.size()) * n_idx, n, ldw, ldx,
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-        const uint8_t* xt = xa + t0 * ldx;
-        if (r0 < n_idx) {
-          const int64_t e = std::min(r1, n_idx);
-          k.gemm_gather(cols, w1, ldw, idx + r0, e - r0, xt, ldx, tn, y1 + t0 * n_idx + r0, ldy);
-        }
-        if (r1 > n_idx) {
-          const int64_t b = std::max(r0, n_idx) - n_idx;
-          k.gemm_gather(cols, w2, ldw, idx + b, r1 - n_idx - b, xt, ldx, tn, y2 + t0 * n_idx + b,
-                        ldy);
-        }
+        matmul_detail::for_each_piece(used, r0, r1,
+                                      [&](const MatmulPart& p, int64_t b, int64_t e) {
+          k.gemm_gather(cols, p.w, ldw, idx + b, e - b, xa + t0 * ldx, ldx, tn,
+                        p.y + t0 * n_idx + b, static_cast<size_t>(n_idx));
+        });
       });
 }
 
