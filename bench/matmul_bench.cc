@@ -135,10 +135,11 @@ BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
 
 BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
-BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
-BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q4_0, DType::Q4_0)->Apply(matmul_small_args);
+
+BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
+BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);
 
 }  // namespace
 }  // namespace hearth::bench

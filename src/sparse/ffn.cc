@@ -139,10 +139,10 @@ void FfnExecutor::run_dense(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   float* const u = up_.data();
   if (w.gate && w.gate->present()) {
     linear_shared(ctx, {{w.up, u}, {w.gate, a}}, xn, n);
-    add_bias(ctx.isa(), u, w.up_bias, n, n_ff);
   } else {
-    up_all(ctx, w, xn, n, u);
+    linear(ctx, *w.up, xn, n, u);
   }
+  add_bias(ctx.isa(), u, w.up_bias, n, n_ff);
   stats.weight_bytes += rows_bytes(w.gate, n_ff) + rows_bytes(w.up, n_ff);
   dense_activations(ctx, w, p, n, mode, a, u, stats);
   if (mode == SparseMode::Predictor) {
