@@ -1,19 +1,12 @@
 #include "chat_conversation.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/error.h"
+#include "elapsed.h"
 
 namespace hearth::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Removes the oldest user message and the replies that followed it; false when the only user
 // message left is the last one (the turn being asked).
 bool drop_oldest_turn(std::vector<text::ChatMessage>& messages) {

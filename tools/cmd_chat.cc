@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -14,6 +13,7 @@
 #include "chat_conversation.h"
 #include "cli_common.h"
 #include "device_flags.h"
+#include "elapsed.h"
 #include "commands.h"
 #include "core/error.h"
 #include "text/chat_template.h"
@@ -144,11 +144,10 @@ int cmd_chat(int argc, char** argv) {
   df.add_to(app);
   return run_app(app, argc, argv, [&] {
     const SamplerParams sp = smp.resolve();
-    const auto t_load = std::chrono::steady_clock::now();
+    const auto t_load = Clock::now();
     const auto model = load_model(model_path, sf, df);
     Session session(model, sf.options());
-    print_load_info(model_path, *model, session,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
+    print_load_info(model_path, *model, session, seconds_since(t_load));
     ChatConversation chat(session, choose_family(family_flag, *model), sp, system);
 
     install_sigint_handler();

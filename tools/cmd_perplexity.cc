@@ -2,7 +2,6 @@
 // optionally against a dense baseline (--kl-base): mean KL(dense || mode) and top-1 agreement.
 // Progress goes to stderr; the results go to stdout.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +12,7 @@
 
 #include "cli_common.h"
 #include "device_flags.h"
+#include "elapsed.h"
 #include "commands.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
@@ -75,7 +75,7 @@ int cmd_perplexity(int argc, char** argv) {
     eval::MeanStat nll, dense_nll, kl;
     uint64_t same_top1 = 0;
     session.reset_stats();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     for (int64_t i = 0; i < plan.n_chunks; ++i) {
       const auto input = eval::chunk_input(tokens, plan, i, add_bos ? model->bos() : -1);
       const std::span<const int32_t> targets(tokens.data() + i * plan.n_ctx,
@@ -92,8 +92,7 @@ int cmd_perplexity(int argc, char** argv) {
       std::fprintf(stderr, "[%lld]%.4f,", (long long)(i + 1), eval::perplexity(nll).value);
       std::fflush(stderr);
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = seconds_since(t0);
     std::fprintf(stderr, "\nhearth perplexity: %llu tokens scored in %.2f s\n",
                  (unsigned long long)nll.count(), seconds);
 

@@ -1,12 +1,12 @@
 // hearth run: complete a prompt. stdout carries exactly the prompt followed by the generated text;
 // everything else (load info, timings) goes to stderr, so the output can be piped.
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli_common.h"
 #include "device_flags.h"
+#include "elapsed.h"
 #include "commands.h"
 #include "core/error.h"
 #include "hearth/sampling.h"
@@ -14,13 +14,6 @@
 
 namespace hearth::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 void write_out(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
