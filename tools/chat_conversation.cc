@@ -7,6 +7,7 @@
 
 namespace hearth::cli {
 namespace {
+
 // Removes the oldest user message and the replies that followed it; false when the only user
 // message left is the last one (the turn being asked).
 bool drop_oldest_turn(std::vector<text::ChatMessage>& messages) {

@@ -3,7 +3,6 @@
 // Several --sparse modes are measured in one run, alternating within each repetition, so their
 // ratios are fair on a noisy machine.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -17,13 +16,12 @@
 #include "bench_report.h"
 #include "cli_common.h"
 #include "device_flags.h"
+#include "elapsed.h"
 #include "commands.h"
 #include "core/error.h"
 
 namespace hearth::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct Stats {
   double mean = 0, sd = 0;
@@ -41,7 +39,7 @@ Stats stats(const std::vector<double>& v) {
 double time_s(const std::function<void()>& f) {
   const auto t0 = Clock::now();
   f();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+  return seconds_since(t0);
 }
 
 // Weight FLOPs per token (2 per multiply-add) plus attention at an average context of `ctx`.

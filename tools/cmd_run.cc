@@ -14,6 +14,7 @@
 
 namespace hearth::cli {
 namespace {
+
 void write_out(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
