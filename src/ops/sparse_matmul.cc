@@ -122,20 +122,33 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   auto* part = static_cast<float*>(ctx.scratch(static_cast<size_t>(kMaxChunks * cols) * sizeof(float)));
   auto chunk_task = [&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
+    if (c1 <= c0) return;
+    std::memset(part + c0 * cols, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
+    const int64_t j0 = bounds[c0];
+    if (k.axpy_parts) {
+      // A thread's chunks in one call, so the kernel's read-ahead does not restart cold at each
+      // chunk (Q4_0 axpy of the 0.7 model, alternated in one process: 3-6% faster).
+      int64_t ends[kMaxChunks];
+      for (int64_t c = c0; c < c1; ++c) ends[c - c0] = bounds[c + 1] - j0;
+      k.axpy_parts(cols, wb, ldw, idx + j0, a + j0, ends, c1 - c0, part + c0 * cols,
+                   static_cast<size_t>(cols));
+      return;
+    }
     for (int64_t c = c0; c < c1; ++c) {
-      const int64_t j0 = bounds[c], j1 = bounds[c + 1];
-      float* pc = part + c * cols;
-      std::memset(pc, 0, static_cast<size_t>(cols) * sizeof(float));
-      k.axpy(cols, wb, ldw, idx + j0, j1 - j0, a + j0, static_cast<size_t>(n_idx), 1, pc,
-             static_cast<size_t>(cols));
+      const int64_t b = bounds[c], e = bounds[c + 1];
+      k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1,
+             part + c * cols, static_cast<size_t>(cols));
     }
   };
+  // Chunk by chunk over a thread's columns (contiguous, so it vectorizes; a column at a time,
+  // strided over the partials, took 15 of a 0.7 layer's 190 µs), each column still summed in
+  // chunk order.
   auto sum_task = [&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(cols, ith, nth);
-    for (int64_t col = c0; col < c1; ++col) {
-      float s = part[col];
-      for (int64_t c = 1; c < chunks; ++c) s += part[c * cols + col];
-      y[col] = s;
+    std::copy(part + c0, part + c1, y + c0);
+    for (int64_t c = 1; c < chunks; ++c) {
+      const float* pc = part + c * cols;
+      for (int64_t col = c0; col < c1; ++col) y[col] += pc[col];
     }
   };
   if (ctx.n_threads() == 1) {

@@ -226,6 +226,44 @@ TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
   }
 }
 
+// axpy_parts is one axpy call per part, to the bit: parts of odd lengths (groups of 32 active
+// rows must restart at each part), empty parts, and a part whose coefficients are all zero,
+// against the same table's axpy.
+TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
+  const DType t = DType::Q4_0;
+  for (cpu::Isa isa : isas()) {
+    const cpu::WeightKernels& k = cpu::select_kernels(isa).weights(t);
+    ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
+    for (int64_t cols : {32, 288, 1056}) {
+      const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+      const int64_t nr = 151, rows = 2 * nr + 3;
+      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 7));
+      const auto idx = random_idx(rows, nr, 11);
+      auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(cols));
+      std::fill(a.begin() + 100, a.begin() + 117, 0.0f);  // the part [100, 117) reads nothing
+      for (const std::vector<int64_t>& ends :
+           {std::vector<int64_t>{nr}, {37, 37, 100, 117, nr}, {0, 64, 65, 100, 117, 150, nr},
+            {33, nr, nr}}) {
+        const auto n_parts = static_cast<int64_t>(ends.size());
+        std::vector<float> y(static_cast<size_t>(n_parts * cols), 0.0f), want = y;
+        k.axpy_parts(cols, w.data(), ldw, idx.data(), a.data(), ends.data(), n_parts, y.data(),
+                     cols);
+        int64_t begin = 0;
+        for (int64_t p = 0; p < n_parts; ++p) {
+          k.axpy(cols, w.data(), ldw, idx.data() + begin, ends[p] - begin, a.data() + begin,
+                 ends[p] - begin, 1, want.data() + p * cols, cols);
+          begin = ends[p];
+        }
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_TRUE(same_bits(y[i], want[i]))
+              << cpu::isa_name(isa) << " cols=" << cols << " parts=" << n_parts << " i=" << i
+              << ": " << y[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+}
+
 // Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the
 // output into NaN (0 * NaN), so finite, unchanged outputs show they were skipped.
 TEST(SparseKernels, AxpySkipsRowsWithZeroCoefficients) {

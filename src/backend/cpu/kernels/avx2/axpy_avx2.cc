@@ -313,6 +313,12 @@ void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, 
   }
 }
 
+void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  axpy_q4_0_int_parts<ScalesGpr>(n, static_cast<const uint8_t*>(w), ldw, idx, a, ends, n_parts, y,
+                                 ldy);
+}
+
 }  // namespace
 
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
@@ -326,6 +332,7 @@ void set_axpy_kernels(Kernels& k) {
   k.bf16.axpy = axpy<DecodeFloat<LoadBf16>>;
   k.q8_0.axpy = axpy<DecodeQ8_0>;
   k.q4_0.axpy = axpy_q4_0;
+  k.q4_0.axpy_parts = axpy_q4_0_parts;
 }
 
 }  // namespace hearth::cpu::avx2

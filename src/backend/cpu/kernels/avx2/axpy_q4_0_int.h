@@ -26,23 +26,38 @@ inline namespace HEARTH_AVX2_ABI {
 // below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32 sums. Every sum is exact, so
 // the result differs from the scalar reference only by the final FMA, and every Scales and Sums
 // give the same bits. Pass 2 also prefetches the next group's rows, whose addresses are known a
-// group ahead.
+// group ahead. The list may come in consecutive parts, each summed into its own output (the
+// chunked partial sums of sparse_axpy): a group never spans two parts, so every part gets the
+// bits a call of its own would give, while the read-ahead runs on across the parts' boundaries
+// instead of starting cold at each one.
 struct Q4Group {
   const uint8_t* rows[generic::kAxpyGroup];
   alignas(32) float coef[generic::kAxpyGroup];
   int count = 0;
+  int64_t part = 0;
 };
 
-// The next group of active rows from j on; the rows past count repeat a valid row, with
-// coefficient 0.
-inline void next_q4_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                          const float* a, int64_t& j, Q4Group& g) {
+// Where the next group starts: position j of the list, in part `part` (positions up to
+// ends[part]).
+struct Q4Cursor {
+  int64_t j = 0;
+  int64_t part = 0;
+};
+
+// The next group of active rows from the cursor on, within one part; empty only once every part
+// is used up. The rows past count repeat a valid row, with coefficient 0.
+inline void next_q4_group(const uint8_t* wb, size_t ldw, const int32_t* idx, const float* a,
+                          const int64_t* ends, int64_t n_parts, Q4Cursor& at, Q4Group& g) {
   g.count = 0;
-  for (; j < nr && g.count < generic::kAxpyGroup; ++j) {
-    if (a[j] == 0.0f) continue;
-    g.rows[g.count] = wb + static_cast<size_t>(idx[j]) * ldw;
-    g.coef[g.count++] = a[j];
+  for (; at.part < n_parts; ++at.part) {
+    for (; at.j < ends[at.part] && g.count < generic::kAxpyGroup; ++at.j) {
+      if (a[at.j] == 0.0f) continue;
+      g.rows[g.count] = wb + static_cast<size_t>(idx[at.j]) * ldw;
+      g.coef[g.count++] = a[at.j];
+    }
+    if (g.count > 0) break;
   }
+  g.part = at.part;
   for (int r = g.count; r < generic::kAxpyGroup; ++r) {
     g.rows[r] = g.count > 0 ? g.rows[g.count - 1] : wb;
     g.coef[r] = 0.0f;
@@ -97,17 +112,19 @@ struct SumsAvx2 {
 
 constexpr int64_t kChunkBlocks = 8;  // one per lane in pass 1
 
+// Parts: positions [ends[p - 1], ends[p]) of idx and a (ends[-1] = 0) add into y + p * ldy.
 template <typename Scales, typename Sums = SumsAvx2>
-void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                   const float* a, float* y) {
+void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
+                         const float* a, const int64_t* ends, int64_t n_parts, float* y,
+                         size_t ldy) {
   constexpr int G = generic::kAxpyGroup;
   constexpr int64_t kB = sizeof(BlockQ4_0);
   static_assert(G == 32, "the quantization below handles 32 coefficients");
   const int64_t nb = n / kQK;
   const int64_t row_len = nb * kB;
   Q4Group groups[2];
-  int64_t j = 0;
-  next_q4_group(wb, ldw, idx, nr, a, j, groups[0]);
+  Q4Cursor at;
+  next_q4_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
   // The first group's lines are requested up front; later groups' lines while the group before
   // them is computed.
   for (int r = 0; r < groups[0].count; ++r) {
@@ -125,7 +142,8 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
     const Q4Group& g = groups[cur];
     Q4Group& ng = groups[cur ^ 1];
-    next_q4_group(wb, ldw, idx, nr, a, j, ng);
+    next_q4_group(wb, ldw, idx, a, ends, n_parts, at, ng);
+    float* const yg = y + static_cast<size_t>(g.part) * ldy;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int cb = static_cast<int>(std::min(kChunkBlocks, nb - b0));
       // Pass 1: per block of the chunk (8 blocks as the 8 lanes, no horizontal operations) the
@@ -174,10 +192,16 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
         }
         if (mvals[b] < generic::kAxpyMinScale) continue;
         Sums::add_block(g.rows, (g.count + 3) / 4, blk * kB + 2, &tq4[0][b], kChunkBlocks, base[b],
-                        scale[b], y + blk * kQK);
+                        scale[b], yg + blk * kQK);
       }
     }
   }
+}
+
+template <typename Scales, typename Sums = SumsAvx2>
+void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
+                   const float* a, float* y) {
+  axpy_q4_0_int_parts<Scales, Sums>(n, wb, ldw, idx, a, &nr, 1, y, 0);
 }
 
 }  // namespace HEARTH_AVX2_ABI

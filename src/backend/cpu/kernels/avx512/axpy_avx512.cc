@@ -86,8 +86,17 @@ void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   avx2::axpy_q4_0(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
+void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  avx2::axpy_q4_0_int_parts<ScalesPermute, SumsVnni512>(n, static_cast<const uint8_t*>(w), ldw,
+                                                        idx, a, ends, n_parts, y, ldy);
+}
+
 }  // namespace
 
-void set_axpy_kernels(Kernels& k) { k.q4_0.axpy = axpy_q4_0; }
+void set_axpy_kernels(Kernels& k) {
+  k.q4_0.axpy = axpy_q4_0;
+  k.q4_0.axpy_parts = axpy_q4_0_parts;
+}
 
 }  // namespace hearth::cpu::avx512

@@ -129,6 +129,17 @@ void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   axpy_rows<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
+// The reference of axpy_parts: one call per part.
+void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  int64_t begin = 0;
+  for (int64_t p = 0; p < n_parts; ++p) {
+    axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx + begin, ends[p] - begin, a + begin,
+                  y + static_cast<size_t>(p) * ldy);
+    begin = ends[p];
+  }
+}
+
 }  // namespace
 
 void set_axpy_kernels(Kernels& k) {
@@ -137,6 +148,7 @@ void set_axpy_kernels(Kernels& k) {
   k.bf16.axpy = axpy_rows<DecodeBf16>;
   k.q8_0.axpy = axpy_rows<DecodeQ8_0>;
   k.q4_0.axpy = axpy_q4_0;
+  k.q4_0.axpy_parts = axpy_q4_0_parts;
 }
 
 }  // namespace hearth::cpu::generic
