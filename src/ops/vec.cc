@@ -60,6 +60,15 @@ void softmax(cpu::Isa isa, float* x, int64_t n) {
   vec_scale(isa, x, static_cast<float>(1.0 / sum), n);
 }
 
+int64_t select_at_least(cpu::Isa isa, const float* x, int64_t n, float threshold, int32_t* idx) {
+  if (ops_avx2::enabled(isa)) return ops_avx2::select_at_least(x, n, threshold, idx);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] >= threshold) idx[k++] = static_cast<int32_t>(i);
+  }
+  return k;
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {

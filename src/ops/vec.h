@@ -35,6 +35,12 @@ float vec_max(cpu::Isa isa, const float* x, int64_t n);
 // ggml. Elements of -inf get probability 0; n >= 1 and at least one element must be finite.
 void softmax(cpu::Isa isa, float* x, int64_t n);
 
+// Writes the indices i of x[n] with x[i] >= threshold to idx, ascending, and returns how many
+// (NaN never qualifies). idx has room for n entries: the vector variant stores whole vectors at
+// the next free slot, which may reach past the count but never past n. A sparse FFN's active
+// neurons from its predictor's scores.
+int64_t select_at_least(cpu::Isa isa, const float* x, int64_t n, float threshold, int32_t* idx);
+
 // Index of the largest element of x[n] (the first one on ties, like llama.cpp's greedy sampler);
 // NaNs are never chosen unless all elements are NaN (then 0). n >= 1.
 int64_t argmax(const float* x, int64_t n);

@@ -120,7 +120,8 @@ class FfnExecutor {
                  int64_t k, float* u);
   void add_up_bias(const FfnWeights& w, int64_t n, int64_t k, float* u) const;
   bool fires(const float* full, int64_t t, int64_t i) const;
-  int64_t select_active(const FfnWeights& w, const float* full, int64_t n, SparseStats* stats);
+  int64_t select_active(cpu::Isa isa, const FfnWeights& w, const float* full, int64_t n,
+                        SparseStats* stats);
   void subset_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                           float* g);
   void oracle_activations(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,

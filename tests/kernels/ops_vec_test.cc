@@ -85,6 +85,30 @@ TEST(OpsVec, MaxAndArgmax) {
   EXPECT_EQ(argmax(all_nan.data(), 2), 0);
 }
 
+// Against a plain filter on odd sizes, with NaNs, values equal to the threshold (they pass) and
+// the all-pass and none-pass extremes; nothing is written past n.
+TEST(OpsVec, SelectAtLeastMatchesFilter) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Isa isa : isas()) {
+    for (int64_t n : kSizes) {
+      for (float threshold : {0.0f, -10.0f, 10.0f, 0.5f}) {
+        auto x = random_vec(n, 9);
+        if (n > 3) x[3] = nan;
+        if (n > 5) x[5] = threshold;
+        std::vector<int32_t> want;
+        for (int64_t i = 0; i < n; ++i) {
+          if (x[i] >= threshold) want.push_back(static_cast<int32_t>(i));
+        }
+        std::vector<int32_t> idx(static_cast<size_t>(n) + 8, -7);
+        const int64_t k = select_at_least(isa, x.data(), n, threshold, idx.data());
+        ASSERT_EQ(k, static_cast<int64_t>(want.size())) << cpu::isa_name(isa) << " n=" << n;
+        for (int64_t j = 0; j < k; ++j) ASSERT_EQ(idx[j], want[j]) << n << " j=" << j;
+        for (size_t j = static_cast<size_t>(n); j < idx.size(); ++j) ASSERT_EQ(idx[j], -7) << n;
+      }
+    }
+  }
+}
+
 TEST(OpsVec, SoftmaxMatchesDoubleReference) {
   for (Isa isa : isas()) {
     for (int64_t n : kSizes) {

@@ -20,6 +20,7 @@ float vec_dot_f32(const float* a, const float* b, int64_t n);
 float vec_max(const float* x, int64_t n);
 double exp_sum_store(const float* x, float max, float* y, int64_t n);  // y = e^(x-max), Σ y
 void f32_to_f16(const float* x, uint16_t* y, int64_t n);
+int64_t select_at_least(const float* x, int64_t n, float threshold, int32_t* idx);
 
 // norm_avx2.cc
 double sum_squares(const float* x, int64_t n);  // Σ (double)(x·x)
