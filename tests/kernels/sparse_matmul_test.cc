@@ -386,31 +386,49 @@ TEST(SparseOps, GatherMatmul2EqualsTwoGathers) {
   }
 }
 
+// Coefficients where one in twenty is zero: long lists that still get many chunks.
+std::vector<float> dense_coefficients(int64_t nr, uint32_t seed) {
+  auto a = test::random_floats(nr, seed);
+  for (int64_t j = 7; j < nr; j += 20) a[j] = 0.0f;
+  return a;
+}
+
+// Several tokens go through the column split, one token over a long list through chunked
+// partial sums (about 125, 660 and 1620 non-zero coefficients: no chunks, 8 and 24 chunks of
+// unequal group counts); both must not depend on the thread count, 5 threads included (an
+// uneven share of the chunks). The long lists' reference check samples the columns.
 TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
-  for (cpu::Isa isa : isas()) {
-    for (DType t : test::kAllTypes) {
-      // Odd widths for float types leave a partial last column block.
-      for (int64_t cols : {int64_t{1024}, dtype_block_size(t) == 1 ? int64_t{1001} : 96}) {
-        const int64_t rows = 700, n_idx = 251;
+  struct Case {
+    int64_t n_idx, n;
+  };
+  for (DType t : test::kAllTypes) {
+    // Odd widths for float types leave a partial last column block.
+    for (int64_t cols : {int64_t{1024}, dtype_block_size(t) == 1 ? int64_t{1001} : 96}) {
+      for (const Case& k : {Case{251, 1}, Case{251, 4}, Case{700, 1}, Case{1700, 1}}) {
+        const int64_t n_idx = k.n_idx, n = k.n;
+        const bool long_list = n_idx > 251;
+        if (long_list && cols != 1024) continue;
+        const int64_t rows = n_idx + 99;
         const auto w_t = test::random_weights(t, rows, cols, 21);
         const auto wf = dequantized(t, w_t, rows, cols);
         const auto idx = random_idx(rows, n_idx, 22);
-        for (int64_t n : {1, 4}) {
-          const auto a = sparse_coefficients(n, n_idx, 23);
+        const auto a = long_list ? dense_coefficients(n_idx, 23) : sparse_coefficients(n, n_idx, 23);
+        const int64_t col_step = long_list ? 13 : 1;
+        for (cpu::Isa isa : isas()) {
           std::vector<float> first;
-          for (int nth = 1; nth <= 4; ++nth) {
+          for (int nth = 1; nth <= 5; ++nth) {
             cpu::CpuContext ctx(nth, isa);
             std::vector<float> y(static_cast<size_t>(n * cols), std::nanf(""));
             sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data(), n_idx, a.data(), n, y.data());
             if (nth > 1) {
               ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * 4), 0)
-                  << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " n=" << n
-                  << " nth=" << nth;
+                  << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                  << " n_idx=" << n_idx << " n=" << n << " nth=" << nth;
               continue;
             }
             first = y;
             for (int64_t tok = 0; tok < n; ++tok) {
-              for (int64_t c = 0; c < cols; ++c) {
+              for (int64_t c = 0; c < cols; c += col_step) {
                 double want = 0, abs = 0;
                 for (int64_t j = 0; j < n_idx; ++j) {
                   const double p = static_cast<double>(a[tok * n_idx + j]) * wf[idx[j] * cols + c];
