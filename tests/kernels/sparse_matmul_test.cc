@@ -232,7 +232,8 @@ TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
 TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
   const DType t = DType::Q4_0;
   for (cpu::Isa isa : isas()) {
-    const cpu::WeightKernels& k = cpu::select_kernels(isa).weights(t);
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    const cpu::WeightKernels& k = ks.weights(t);
     ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
     for (int64_t cols : {32, 288, 1056}) {
       const auto ldw = static_cast<size_t>(row_bytes(t, cols));
