@@ -193,12 +193,14 @@ TEST(SparseKernels, AxpyMatchesReferenceAndScalar) {
   }
 }
 
-// The one-token Q4_0 axpy sums in integers, and every vector ISA reads its block scales its own
-// way (AVX-512 by a word permute, with masked loads for a last chunk of under 8 blocks) into the
-// same integer sums and final FMA: the outputs must be the same bits on every vector ISA.
+// The one-token Q4_0 axpy sums in integers, and every vector ISA gets there its own way (AVX2:
+// chunks of 8 blocks, scales read through general registers, nibbles split; AVX-512: chunks of
+// 16 blocks, scales by word permutes, with masked loads for a last chunk of under 8 or 16
+// blocks, whole bytes summed) into the same integer sums and final FMA: the outputs must be the
+// same bits on every vector ISA. Column counts give chunks of 1 to 17 blocks.
 TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
   const DType t = DType::Q4_0;
-  for (int64_t cols : {32, 96, 224, 256, 288, 1056}) {
+  for (int64_t cols : {32, 96, 224, 256, 288, 480, 512, 544, 1056}) {
     const auto ldw = static_cast<size_t>(row_bytes(t, cols));
     for (int64_t nr : {1, 5, 33, 70}) {
       const int64_t rows = 2 * nr + 3;

@@ -102,6 +102,29 @@ TEST(ThreadPool, CreateAndDestroyRepeatedly) {
   }
 }
 
+// Turns order the threads of a run, and a turn sees the plain (non-atomic) writes of the turns
+// before it: each thread appends its index to an unsynchronized vector in its turn, after an
+// uneven amount of work, so without the ordering the appends would race and come out shuffled.
+TEST(ThreadPool, TurnsRunInThreadOrder) {
+  for (int n : {1, 2, 3, 5}) {
+    ThreadPool pool(n);
+    for (int run = 0; run < 300; ++run) {
+      cpu::Turns turns;
+      std::vector<int> order;
+      order.reserve(static_cast<size_t>(n));
+      pool.run([&](int ith, int) {
+        volatile int spin = 0;
+        for (int i = 0; i < ((run + 7 * (n - ith)) % 5) * 200; ++i) spin = spin + 1;
+        turns.wait(ith);
+        order.push_back(ith);
+        turns.done(ith);
+      });
+      ASSERT_EQ(order.size(), static_cast<size_t>(n)) << "run " << run;
+      for (int i = 0; i < n; ++i) ASSERT_EQ(order[static_cast<size_t>(i)], i) << "run " << run;
+    }
+  }
+}
+
 TEST(ThreadPool, RejectsZeroThreads) { EXPECT_THROW(ThreadPool pool(0), Error); }
 
 }  // namespace

@@ -36,6 +36,18 @@ inline void cpu_relax() {
 #endif
 }
 
+// Polls until done() holds, yielding the core after a while (see kPollsBeforeYield).
+template <typename Done>
+void poll_until(const Done& done) {
+  for (int polls = 1; !done(); ++polls) {
+    if (polls < kPollsBeforeYield) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "the futex word must be a plain 32-bit atomic");
@@ -152,13 +164,11 @@ void ThreadPool::run(TaskRef task) {
   task(0, n_threads_);
   // Workers finish within microseconds of the caller in balanced kernels; when one is late
   // (descheduled on a busy machine) the caller yields so it does not hold the core it needs.
-  for (int polls = 1; s.pending.load(std::memory_order_acquire) != 0; ++polls) {
-    if (polls < kPollsBeforeYield) {
-      cpu_relax();
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  poll_until([&s] { return s.pending.load(std::memory_order_acquire) == 0; });
+}
+
+void Turns::wait(int ith) const {
+  poll_until([this, ith] { return next_.load(std::memory_order_acquire) == ith; });
 }
 
 }  // namespace hearth::cpu

@@ -3,6 +3,7 @@
 // counter before sleeping, and the caller takes part as thread 0.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -47,6 +48,20 @@ class ThreadPool {
   struct State;
   int n_threads_;
   State* state_;
+};
+
+// Turns in thread order within one ThreadPool::run(), for reductions whose bits must not depend
+// on the thread count: each thread adds its partial results to a running total when its turn
+// comes, so the total is summed in one fixed order (that of the partials) whatever the split.
+// Every thread of the run calls wait(ith) and then done(ith) exactly once, in that order.
+class Turns {
+ public:
+  // Returns once threads 0 .. ith - 1 have called done(), whose writes are then visible.
+  void wait(int ith) const;
+  void done(int ith) { next_.store(ith + 1, std::memory_order_release); }
+
+ private:
+  std::atomic<int> next_{0};
 };
 
 // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's [begin, end).

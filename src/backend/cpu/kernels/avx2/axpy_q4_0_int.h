@@ -1,6 +1,6 @@
 // The one-token Q4_0 axpy in 8-bit integers (generic_kernels.h, kAxpyGroup), shared by the AVX2
-// and AVX-512 tables, which differ only in how they read a row's block scales (pass 1 below).
-// Every sum is exact and the final FMA is the same, so both give the same bits. Include only from
+// and AVX-512 tables, which plug in their own pass 1 (coefficients) and pass 2 (sums). Every sum
+// is exact and the final FMA is the same, so all of them give the same bits. Include only from
 // files compiled with AVX2/FMA/F16C (the avx2/ and avx512/ folders).
 #pragma once
 
@@ -19,13 +19,11 @@ inline namespace HEARTH_AVX2_ABI {
 // One-token Q4_0 in 8-bit integers, as generic/axpy.cc defines it (groups of kAxpyGroup active
 // rows; per group and block, int8 coefficients t_j with one float scale): the float axpy spends
 // ~16 vector ops per row and block (widen, convert, FMA), this one ~5. Per group, columns go in
-// chunks of 8 blocks. Pass 1 quantizes the chunk's coefficients with the 8 blocks as the 8
-// lanes (no horizontal max or sum); Scales::chunk(blocks, count) reads the f16 scales of
-// `count` <= 8 consecutive blocks (zero lanes past count) as floats, which each ISA does its own
-// way. Pass 2 adds each block's integer sums over the group's rows into y (Sums::add_block,
-// below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32 sums. Every sum is exact, so
-// the result differs from the scalar reference only by the final FMA, and every Scales and Sums
-// give the same bits. Pass 2 also prefetches the next group's rows, whose addresses are known a
+// chunks of blocks, one block per vector lane. Pass 1 (Coefs8 below; AVX-512 has a 16-lane one)
+// quantizes the chunk's coefficients. Pass 2 adds each block's integer sums over the group's
+// rows into y (Sums::add_block, below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32
+// sums. Every sum is exact, so the result differs from the scalar reference only by the final
+// FMA, and every pass 1 and pass 2 gives the same bits. Pass 2 also prefetches the next group's rows, whose addresses are known a
 // group ahead. The list may come in consecutive parts, each summed into its own output (the
 // chunked partial sums of sparse_axpy): a group never spans two parts, so every part gets the
 // bits a call of its own would give, while the read-ahead runs on across the parts' boundaries
@@ -110,16 +108,70 @@ struct SumsAvx2 {
   }
 };
 
-constexpr int64_t kChunkBlocks = 8;  // one per lane in pass 1
+// Pass 1's output for one chunk of kChunk blocks of a group, block b in lane b: tq4[k][b] holds
+// the int8 coefficients t of rows 4k..4k+3, side by side; base[b] = -8 * sum_r t_r; pass 2
+// multiplies its integer sums by scale[b] and skips blocks with mvals[b] < kAxpyMinScale.
+template <int64_t kChunk>
+struct ChunkCoefs {
+  alignas(64) int32_t tq4[generic::kAxpyGroup / 4][kChunk];
+  alignas(64) float scale[kChunk];
+  alignas(64) float mvals[kChunk];
+  alignas(64) int32_t base[kChunk];
+};
+
+// Pass 1 with the chunk's 8 blocks as the 8 lanes of a ymm register (no horizontal max or sum).
+// Scales::chunk(blocks, count) reads the f16 scales of `count` <= 8 consecutive blocks (zero
+// lanes past count) as floats, which each ISA does its own way.
+template <typename Scales>
+struct Coefs8 {
+  static constexpr int64_t kChunk = 8;
+
+  // off: the chunk's first byte within the group's rows; cb <= 8 blocks.
+  static void make(const Q4Group& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
+    constexpr int G = generic::kAxpyGroup;
+    static_assert(G == 32, "the quantization below handles 32 coefficients");
+    // Within each lane, bytes (4i + r) -> (4r + i): the 4 rows' t of block i side by side.
+    const __m256i transpose4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11,
+                                                15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
+                                                11, 15);
+    alignas(32) float sbuf[G][kChunk];
+    __m256 mv = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int r = 0; r < G; ++r) {
+      const __m256 sr = _mm256_mul_ps(Scales::chunk(g.rows[r] + off, cb),
+                                      _mm256_broadcast_ss(g.coef + r));
+      _mm256_store_ps(sbuf[r], sr);
+      mv = _mm256_max_ps(mv, _mm256_andnot_ps(sign, sr));
+    }
+    _mm256_store_ps(c.mvals, mv);
+    _mm256_store_ps(c.scale, _mm256_div_ps(mv, _mm256_set1_ps(127.0f)));
+    // A block with m < kAxpyMinScale may get inf here and garbage t, but pass 2 skips it.
+    const __m256 inv = _mm256_div_ps(_mm256_set1_ps(127.0f), mv);
+    __m256i tsum = _mm256_setzero_si256();
+    for (int k = 0; k < G / 4; ++k) {
+      __m256i t[4];
+      for (int i = 0; i < 4; ++i) {
+        t[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(sbuf[4 * k + i]), inv));
+        tsum = _mm256_add_epi32(tsum, t[i]);
+      }
+      const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]),
+                                                _mm256_packs_epi32(t[2], t[3]));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(c.tq4[k]),
+                         _mm256_shuffle_epi8(packed, transpose4));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c.base),
+                       _mm256_mullo_epi32(tsum, _mm256_set1_epi32(-8)));
+  }
+};
 
 // Parts: positions [ends[p - 1], ends[p]) of idx and a (ends[-1] = 0) add into y + p * ldy.
-template <typename Scales, typename Sums = SumsAvx2>
+// Coefs: pass 1 (Coefs8 or a wider one), Sums: pass 2.
+template <typename Coefs, typename Sums = SumsAvx2>
 void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
                          const float* a, const int64_t* ends, int64_t n_parts, float* y,
                          size_t ldy) {
-  constexpr int G = generic::kAxpyGroup;
+  constexpr int64_t kChunk = Coefs::kChunk;
   constexpr int64_t kB = sizeof(BlockQ4_0);
-  static_assert(G == 32, "the quantization below handles 32 coefficients");
   const int64_t nb = n / kQK;
   const int64_t row_len = nb * kB;
   Q4Group groups[2];
@@ -131,53 +183,16 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
     for (int64_t o = 0; o < row_len; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(groups[0].rows[r] + o), _MM_HINT_T0);
   }
-  alignas(32) float sbuf[G][kChunkBlocks];
-  alignas(32) int32_t tq4[G / 4][kChunkBlocks];
-  alignas(32) float scale[kChunkBlocks], mvals[kChunkBlocks];
-  alignas(32) int32_t base[kChunkBlocks];
-  // Within each lane, bytes (4i + r) -> (4r + i): the 4 rows' t of block i side by side.
-  const __m256i transpose4 = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11,
-                                              15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
-                                              11, 15);
+  ChunkCoefs<kChunk> c;
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
     const Q4Group& g = groups[cur];
     Q4Group& ng = groups[cur ^ 1];
     next_q4_group(wb, ldw, idx, a, ends, n_parts, at, ng);
     float* const yg = y + static_cast<size_t>(g.part) * ldy;
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-      const int cb = static_cast<int>(std::min(kChunkBlocks, nb - b0));
-      // Pass 1: per block of the chunk (8 blocks as the 8 lanes, no horizontal operations) the
-      // scale, the int8 coefficients and -8 * sum(t). tq4[k][b] holds t of rows 4k..4k+3.
-      {
-        __m256 mv = _mm256_setzero_ps();
-        const __m256 sign = _mm256_set1_ps(-0.0f);
-        for (int r = 0; r < G; ++r) {
-          const __m256 sr = _mm256_mul_ps(Scales::chunk(g.rows[r] + b0 * kB, cb),
-                                          _mm256_broadcast_ss(g.coef + r));
-          _mm256_store_ps(sbuf[r], sr);
-          mv = _mm256_max_ps(mv, _mm256_andnot_ps(sign, sr));
-        }
-        _mm256_store_ps(mvals, mv);
-        _mm256_store_ps(scale, _mm256_div_ps(mv, _mm256_set1_ps(127.0f)));
-        // A block with m < kAxpyMinScale may get inf here and garbage t, but pass 2 skips it.
-        const __m256 inv = _mm256_div_ps(_mm256_set1_ps(127.0f), mv);
-        __m256i tsum = _mm256_setzero_si256();
-        for (int k = 0; k < G / 4; ++k) {
-          __m256i t[4];
-          for (int i = 0; i < 4; ++i) {
-            t[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(sbuf[4 * k + i]), inv));
-            tsum = _mm256_add_epi32(tsum, t[i]);
-          }
-          const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(t[0], t[1]),
-                                                    _mm256_packs_epi32(t[2], t[3]));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(tq4[k]),
-                             _mm256_shuffle_epi8(packed, transpose4));
-        }
-        _mm256_store_si256(reinterpret_cast<__m256i*>(base),
-                           _mm256_mullo_epi32(tsum, _mm256_set1_epi32(-8)));
-      }
+    for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+      Coefs::make(g, b0 * kB, static_cast<int>(std::min(kChunk, nb - b0)), c);
       // Pass 2: the integer sums, added to y.
-      for (int b = 0; b < cb; ++b) {
+      for (int64_t b = 0; b < kChunk && b0 + b < nb; ++b) {
         const int64_t blk = b0 + b;
         // Next group: every line of its rows' bytes in this block (block ends 36 bytes apart
         // touch every line; the first block also its start). Into L2, not L1: a group of 32
@@ -190,18 +205,18 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
           for (int r = 0; r < ng.count; ++r)
             _mm_prefetch(reinterpret_cast<const char*>(ng.rows[r] + off), _MM_HINT_T1);
         }
-        if (mvals[b] < generic::kAxpyMinScale) continue;
-        Sums::add_block(g.rows, (g.count + 3) / 4, blk * kB + 2, &tq4[0][b], kChunkBlocks, base[b],
-                        scale[b], yg + blk * kQK);
+        if (c.mvals[b] < generic::kAxpyMinScale) continue;
+        Sums::add_block(g.rows, (g.count + 3) / 4, blk * kB + 2, &c.tq4[0][b], kChunk, c.base[b],
+                        c.scale[b], yg + blk * kQK);
       }
     }
   }
 }
 
-template <typename Scales, typename Sums = SumsAvx2>
+template <typename Coefs, typename Sums = SumsAvx2>
 void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
                    const float* a, float* y) {
-  axpy_q4_0_int_parts<Scales, Sums>(n, wb, ldw, idx, a, &nr, 1, y, 0);
+  axpy_q4_0_int_parts<Coefs, Sums>(n, wb, ldw, idx, a, &nr, 1, y, 0);
 }
 
 }  // namespace HEARTH_AVX2_ABI
