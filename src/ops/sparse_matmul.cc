@@ -175,7 +175,7 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
     // The partials are added in chunk order, each thread adding its own (still in its cache)
     // to y in thread order, so only y moves between cores and a thread that finished early adds
     // its share while the others still compute. (A second pass of the pool summing columns of
-    // all partials instead read every partial across cores: 30% of the 1690 rows at 2 threads,
+    // all partials instead read half of them across cores: 1690 of 5632 rows at 2 threads,
     // medians of 3000 interleaved calls, 196 -> 178 µs.)
     turns.wait(ith);
     if (c1 > c0) add_parts(part, c0, c1, cols, y);
