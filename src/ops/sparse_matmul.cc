@@ -149,7 +149,8 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
                   size_t ldw, int64_t cols, const int32_t* idx, int64_t n_idx, const float* a,
                   int64_t chunks, const int64_t* bounds, float* y) {
   // [kMaxChunks, cols], always the largest size, so the arena grows once, on the first token.
-  auto* part = static_cast<float*>(ctx.scratch(static_cast<size_t>(kMaxChunks * cols) * sizeof(float)));
+  auto* part =
+      static_cast<float*>(ctx.scratch(static_cast<size_t>(kMaxChunks * cols) * sizeof(float)));
   cpu::Turns turns;
   auto task = [&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);

@@ -267,7 +267,8 @@ void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, 
   static_assert(kRows == 4, "the switch below covers 1 to 4 rows");
   if constexpr (std::is_same_v<D, DecodeQ4_0>) {
     if (nt == 1) {
-      return axpy_q4_0_int<Coefs8<ScalesGpr>>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+      return axpy_q4_0_int<Coefs8<ScalesGpr>>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a,
+                                              y);
     }
   }
   const auto* wb = static_cast<const uint8_t*>(w);

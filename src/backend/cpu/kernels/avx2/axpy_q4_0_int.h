@@ -23,11 +23,11 @@ inline namespace HEARTH_AVX2_ABI {
 // quantizes the chunk's coefficients. Pass 2 adds each block's integer sums over the group's
 // rows into y (Sums::add_block, below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32
 // sums. Every sum is exact, so the result differs from the scalar reference only by the final
-// FMA, and every pass 1 and pass 2 gives the same bits. Pass 2 also prefetches the next group's rows, whose addresses are known a
-// group ahead. The list may come in consecutive parts, each summed into its own output (the
-// chunked partial sums of sparse_axpy): a group never spans two parts, so every part gets the
-// bits a call of its own would give, while the read-ahead runs on across the parts' boundaries
-// instead of starting cold at each one.
+// FMA, and every pass 1 and pass 2 gives the same bits. Pass 2 also prefetches the next group's
+// rows, whose addresses are known a group ahead. The list may come in consecutive parts, each
+// summed into its own output (the chunked partial sums of sparse_axpy): a group never spans two
+// parts, so every part gets the bits a call of its own would give, while the read-ahead runs on
+// across the parts' boundaries instead of starting cold at each one.
 struct Q4Group {
   const uint8_t* rows[generic::kAxpyGroup];
   alignas(32) float coef[generic::kAxpyGroup];
