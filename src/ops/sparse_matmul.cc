@@ -145,6 +145,28 @@ void add_parts(const float* part, int64_t c0, int64_t c1, int64_t cols, float* y
   }
 }
 
+// part[c] = the axpy over chunk c's positions of the list, for chunks [c0, c1).
+void axpy_into_parts(const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw, int64_t cols,
+                     const int32_t* idx, int64_t n_idx, const float* a, const int64_t* bounds,
+                     int64_t c0, int64_t c1, float* part) {
+  std::memset(part + c0 * cols, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
+  if (k.axpy_parts) {
+    // A thread's chunks in one call, so the kernel's read-ahead does not restart cold at each
+    // chunk (Q4_0 axpy of the 0.7 model, alternated per layer in one process: 3-5% faster).
+    const int64_t j0 = bounds[c0];
+    int64_t ends[kMaxChunks];
+    for (int64_t c = c0; c < c1; ++c) ends[c - c0] = bounds[c + 1] - j0;
+    k.axpy_parts(cols, wb, ldw, idx + j0, a + j0, ends, c1 - c0, part + c0 * cols,
+                 static_cast<size_t>(cols));
+    return;
+  }
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t b = bounds[c], e = bounds[c + 1];
+    k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1, part + c * cols,
+           static_cast<size_t>(cols));
+  }
+}
+
 void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8_t* wb,
                   size_t ldw, int64_t cols, const int32_t* idx, int64_t n_idx, const float* a,
                   int64_t chunks, const int64_t* bounds, float* y) {
@@ -152,41 +174,18 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   auto* part =
       static_cast<float*>(ctx.scratch(static_cast<size_t>(kMaxChunks * cols) * sizeof(float)));
   cpu::Turns turns;
-  auto task = [&](int ith, int nth) {
+  // The partials are added in chunk order, each thread adding its own (still in its cache) to y
+  // in thread order, so only y moves between cores and a thread that finished early adds its
+  // share while the others still compute. (A second pass of the pool summing columns of all
+  // partials instead read half of them across cores: 1690 of 5632 rows at 2 threads, medians of
+  // 3000 interleaved calls, 196 -> 178 µs.)
+  ctx.pool().run([&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
-    if (c1 > c0) {
-      std::memset(part + c0 * cols, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
-      const int64_t j0 = bounds[c0];
-      if (k.axpy_parts) {
-        // A thread's chunks in one call, so the kernel's read-ahead does not restart cold at
-        // each chunk (Q4_0 axpy of the 0.7 model, alternated per layer in one process: 3-5%
-        // faster).
-        int64_t ends[kMaxChunks];
-        for (int64_t c = c0; c < c1; ++c) ends[c - c0] = bounds[c + 1] - j0;
-        k.axpy_parts(cols, wb, ldw, idx + j0, a + j0, ends, c1 - c0, part + c0 * cols,
-                     static_cast<size_t>(cols));
-      } else {
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t b = bounds[c], e = bounds[c + 1];
-          k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1,
-                 part + c * cols, static_cast<size_t>(cols));
-        }
-      }
-    }
-    // The partials are added in chunk order, each thread adding its own (still in its cache)
-    // to y in thread order, so only y moves between cores and a thread that finished early adds
-    // its share while the others still compute. (A second pass of the pool summing columns of
-    // all partials instead read half of them across cores: 1690 of 5632 rows at 2 threads,
-    // medians of 3000 interleaved calls, 196 -> 178 µs.)
+    if (c1 > c0) axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part);
     turns.wait(ith);
     if (c1 > c0) add_parts(part, c0, c1, cols, y);
     turns.done(ith);
-  };
-  if (ctx.n_threads() == 1) {
-    task(0, 1);
-  } else {
-    ctx.pool().run(task);
-  }
+  });
 }
 
 }  // namespace

@@ -190,9 +190,10 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
     next_q4_group(wb, ldw, idx, a, ends, n_parts, at, ng);
     float* const yg = y + static_cast<size_t>(g.part) * ldy;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-      Coefs::make(g, b0 * kB, static_cast<int>(std::min(kChunk, nb - b0)), c);
+      const int cb = static_cast<int>(std::min(kChunk, nb - b0));
+      Coefs::make(g, b0 * kB, cb, c);
       // Pass 2: the integer sums, added to y.
-      for (int64_t b = 0; b < kChunk && b0 + b < nb; ++b) {
+      for (int b = 0; b < cb; ++b) {
         const int64_t blk = b0 + b;
         // Next group: every line of its rows' bytes in this block (block ends 36 bytes apart
         // touch every line; the first block also its start). Into L2, not L1: a group of 32
