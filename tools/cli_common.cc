@@ -42,6 +42,9 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
   app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  app.add_flag("--no-reorder", no_reorder,
+               "keep FFN neurons in the file's order (default: most active first where the file "
+               "has calibrated frequencies; same output, faster sparse decoding)");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
                                ? "FFN sparsity: dense, oracle, predictor, threshold or auto "

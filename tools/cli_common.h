@@ -18,14 +18,15 @@ namespace hearth::cli {
 // "hearth <command>: error: ..." and exit code 1; --help prints usage and exits 0.
 int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
-// -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --sparse MODE,
-// --sparse-threshold F
+// -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --no-reorder,
+// --sparse MODE, --sparse-threshold F
 struct SessionFlags {
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
   int32_t n_batch = 512;
   std::string kv_type = "f16";
   bool no_mmap = false;
+  bool no_reorder = false;  // keep FFN neurons in the file's order (LoadOptions::reorder_neurons)
   // --sparse MODE (dense, oracle, predictor, threshold, auto), checked with parse_sparse_mode while the
   // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get
   // more than one.

@@ -41,6 +41,13 @@ struct DeviceOptions {
 
 struct LoadOptions {
   bool use_mmap = true;
+  // Hold each FFN layer's neurons most-active first, by the firing frequencies calibration stored
+  // (blk.N.ffn_act_freq; other layers keep the file's order). The model computes the same
+  // function; sparse decoding reads the active rows in long consecutive runs, which is faster.
+  // Costs a copy of those layers' gate, up, down_t and fc2 at load for a mapped file (none with
+  // use_mmap = false, which permutes its private copy). Off by default for tools that read the
+  // weights by file position (calibrate, quantize); the CLI's inference commands turn it on.
+  bool reorder_neurons = false;
   DeviceOptions device;
 };
 

@@ -95,6 +95,12 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
 
+  // Read mode only: calls `edit` on `bytes` bytes of the private copy starting at `data` (which
+  // must lie inside the file image), writable for the call, so a loader can rearrange weights
+  // without holding a second copy. The file on disk never changes. Returns false without calling
+  // `edit` when the image is not a private copy (a mapped file or a borrowed buffer).
+  bool edit_in_place(const void* data, uint64_t bytes, const std::function<void(uint8_t*)>& edit);
+
  private:
   GgufFile() = default;
   std::string path_;
@@ -105,6 +111,7 @@ class GgufFile {
   uint64_t size_ = 0;
   void* mapping_ = nullptr;  // set when open() mapped the file; unmapped by the destructor
   size_t mapped_bytes_ = 0;
+  bool private_copy_ = false;  // Load::Read: mapping_ is anonymous memory only this object uses
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<TensorInfo> tensors_;
   // Name -> index into kv_ / tensors_. The views point into the file image, which outlives them.

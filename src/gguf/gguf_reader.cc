@@ -340,6 +340,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
     }
     file->mapping_ = m;
     file->mapped_bytes_ = mapped;
+    file->private_copy_ = load == Load::Read;
     file->base_ = static_cast<const uint8_t*>(m);
     file->size_ = size;
   }
@@ -355,6 +356,30 @@ std::unique_ptr<GgufFile> GgufFile::open_buffer(const std::string& name, const u
   file->size_ = size;
   GgufParser(*file).parse();
   return file;
+}
+
+bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
+                             const std::function<void(uint8_t*)>& edit) {
+  if (!private_copy_) return false;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (p < base_ || bytes > size_ || static_cast<uint64_t>(p - base_) > size_ - bytes) {
+    fail(path_, ": edit_in_place: the range is not inside the file image");
+  }
+  // The copy is read-only between edits, so that a stray write faults instead of corrupting
+  // weights. The whole mapping changes protection: changing part of it would split the mapping
+  // and, with it, the huge pages at the edges (measured: a third of a model's huge pages lost,
+  // sparse decoding slower).
+  if (::mprotect(mapping_, mapped_bytes_, PROT_READ | PROT_WRITE) != 0) {
+    fail(path_, ": cannot make the weights writable: ", std::strerror(errno));
+  }
+  try {
+    edit(const_cast<uint8_t*>(p));  // private_copy_: this object's own anonymous memory
+  } catch (...) {
+    ::mprotect(mapping_, mapped_bytes_, PROT_READ);
+    throw;
+  }
+  ::mprotect(mapping_, mapped_bytes_, PROT_READ);
+  return true;
 }
 
 GgufFile::~GgufFile() {

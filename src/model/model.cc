@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/model_impl.h"
+#include "model/neuron_order.h"
 
 namespace hearth {
 
@@ -27,6 +28,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
     fail(path, ": the tokenizer has ", impl->tokenizer->n_vocab(),
          " tokens but token_embd.weight has ", impl->config.n_vocab, " rows");
   }
+  if (options.reorder_neurons) reorder_neurons(*impl);
   place_on_device(*impl, options.device);
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }

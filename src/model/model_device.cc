@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "model/attention_block.h"
 #include "model/model_impl.h"
+#include "model/neuron_order.h"
 #include "sparse/ffn.h"
 #include "sparse/placement.h"
 #include "sparse/placement_cache.h"
@@ -37,14 +38,6 @@ SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {
   if (o.sparse != SparseMode::Auto) return o.sparse;
   if (m.weights.layers.front().has_predictor()) return SparseMode::Predictor;
   return m.config.gate_thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
-}
-
-// The activation frequencies calibration stored (blk.N.ffn_act_freq), or empty.
-std::vector<float> layer_frequency(const gguf::GgufFile& f, size_t il, int64_t n_ff) {
-  const gguf::TensorInfo* t = f.find_tensor("blk." + std::to_string(il) + ".ffn_act_freq");
-  if (!t || t->type != static_cast<uint32_t>(DType::F32) || t->n_elements() != n_ff) return {};
-  const auto* p = reinterpret_cast<const float*>(t->data);
-  return std::vector<float>(p, p + n_ff);
 }
 
 // What each part of each layer costs on the device, in the types the device will hold.
@@ -78,7 +71,7 @@ sparse::PlacementRequest placement_request(const Model::Impl& m, const DeviceOpt
       lc.predictor_bytes = l.fc1.bytes();
       lc.neuron_bytes += row_bytes(l.fc2.type, l.fc2.cols);
     }
-    lc.frequency = layer_frequency(*m.file, il, c.n_ff);
+    lc.frequency = layer_frequency(m, il);
     r.layers.push_back(std::move(lc));
   }
   return r;

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "backend/device.h"
+#include "core/huge_buffer.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"
 #include "model/config.h"
@@ -21,6 +22,18 @@ struct Model::Impl {
   Weights weights;
   std::unique_ptr<text::Tokenizer> tokenizer;
 
+  // Neurons most-active first (model/neuron_order.h): per layer, the file id of the neuron at
+  // each row of ffn_gate, ffn_up, ffn_down_t and fc2 as held here; empty where they keep the
+  // file's order (ffn_down always does). [n_layer][n_ff], or empty when not reordered at all.
+  std::vector<std::vector<int32_t>> neuron_order;
+  std::vector<HugeBuffer> reordered;  // those matrices of a mapped file, copied in the new order
+
+  // The order of layer il, or null for the file's.
+  const int32_t* order(size_t il) const {
+    return il < neuron_order.size() && !neuron_order[il].empty() ? neuron_order[il].data()
+                                                                 : nullptr;
+  }
+
   // Hybrid execution (model_device.cc): the device holding part of the model, or null when the
   // CPU runs everything.
   std::unique_ptr<backend::Device> device;
@@ -34,7 +47,7 @@ struct Model::Impl {
   // session (dense sessions never pay for it); thread-safe, then immutable.
   const sparse::NeuronMajorDown& neuron_major_down() const {
     std::call_once(neuron_major_once_, [this] {
-      neuron_major_ = sparse::make_neuron_major_down(weights.layers);
+      neuron_major_ = sparse::make_neuron_major_down(weights.layers, neuron_order);
     });
     return neuron_major_;
   }

@@ -166,6 +166,7 @@ void Session::Impl::bind_ffn(float threshold_override) {
     sparse::FfnWeights f{&l.ffn_gate, &l.ffn_up,  &l.ffn_down,  &l.ffn_down_t,
                          &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b,
                          static_cast<int32_t>(il), layer_threshold(il, threshold_override)};
+    f.order = model.order(il);
     if (sparse_mode == SparseMode::Threshold && !config.down_thresholds.empty()) {
       f.down_threshold = config.down_thresholds[il];
     }

@@ -180,14 +180,33 @@ void FfnExecutor::dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, c
     return;
   }
   activate(ctx.isa(), shape_.act, gated ? a : u, total, a);
-  if (mode_.observer) std::copy(a, a + total, act_.begin());
+  if (mode_.observer && w.order) {
+    in_file_order(w, a, n, act_.data());
+  } else if (mode_.observer) {
+    std::copy(a, a + total, act_.begin());
+  }
   int64_t kept = decide ? mask_below(a, total, threshold_) : 0;
   if (gated) vec_mul(ctx.isa(), a, u, total);
   if (mode == SparseMode::Threshold && down_threshold_ > 0.0f) {
     kept = mask_below(a, total, down_threshold_);
   }
   if (decide) stats.neurons_active += static_cast<uint64_t>(kept);
-  if (mode_.observer) mode_.observer->observe(w.layer, n, p, act_.data(), a);
+  // u is free once multiplied in.
+  if (mode_.observer) {
+    mode_.observer->observe(w.layer, n, p, act_.data(), in_file_order(w, a, n, u));
+  }
+}
+
+// a[n, n_ff] with its columns in the file's neuron order: a itself when the rows are held in that
+// order, else scattered into dst.
+const float* FfnExecutor::in_file_order(const FfnWeights& w, const float* a, int64_t n,
+                                        float* dst) const {
+  if (!w.order) return a;
+  const int64_t n_ff = shape_.n_ff;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < n_ff; ++j) dst[t * n_ff + w.order[j]] = a[t * n_ff + j];
+  }
+  return dst;
 }
 
 // Zeroes the activations whose magnitude is at most the threshold (at 0: keeps exactly the
@@ -209,7 +228,8 @@ void FfnExecutor::down_all(cpu::CpuContext& ctx, const FfnWeights& w, const floa
                            float* out, SparseStats& stats) {
   const int64_t n_ff = shape_.n_ff, n_embd = shape_.n_embd;
   if (w.down && w.down->present()) {
-    linear(ctx, *w.down, a, n, out);
+    // a is gate_ (run_dense), so up_ is free.
+    linear(ctx, *w.down, in_file_order(w, a, n, up_.data()), n, out);
     stats.weight_bytes += w.down->bytes();
   } else {
     // Only the neuron-major matrix: an axpy over every neuron, a few tokens at a time so their
@@ -443,7 +463,9 @@ void FfnExecutor::down_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const f
     float* const full = gate_.data();
     std::fill(full, full + n * n_ff, 0.0f);
     for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) full[t * n_ff + idx[j]] = a[t * k + j];
+      for (int64_t j = 0; j < k; ++j) {
+        full[t * n_ff + (w.order ? w.order[idx[j]] : idx[j])] = a[t * k + j];
+      }
     }
     linear(ctx, *w.down, full, n, out);
     stats.weight_bytes += w.down->bytes();

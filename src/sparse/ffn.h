@@ -60,6 +60,11 @@ struct FfnWeights {
   // at most kMaxSparseBatch tokens. The decisions per neuron are the mode's, as without a subset.
   const int32_t* neurons = nullptr;
   int64_t n_neurons = 0;
+  // [n_ff] the file's id of the neuron in each row of gate, up, down_t and fc2 when those are
+  // held most-active first (model/neuron_order.h), or null. Neuron ids here (idx, neurons, masks)
+  // are row positions; down, which keeps the file's column order, and the observer, which
+  // reports by file id, get their activations through it.
+  const int32_t* order = nullptr;
 };
 
 struct FfnShape {
@@ -115,6 +120,7 @@ class FfnExecutor {
              SparseStats& stats);
   void down_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n, float* out,
                 SparseStats& stats);
+  const float* in_file_order(const FfnWeights& w, const float* a, int64_t n, float* dst) const;
   void up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n, float* u);
   void up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,
                  int64_t k, float* u);

@@ -14,7 +14,8 @@ DType neuron_major_type(DType t) {
   }
 }
 
-NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers) {
+NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
+                                       const std::vector<std::vector<int32_t>>& orders) {
   NeuronMajorDown out;
   out.layers.resize(layers.size());
   std::vector<float> rows, column;
@@ -31,9 +32,11 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers) 
     const int64_t rb = row_bytes(type, n_embd);
     auto& blob = out.storage.emplace_back(static_cast<size_t>(rb * n_ff));
     column.resize(static_cast<size_t>(n_embd));
-    for (int64_t i = 0; i < n_ff; ++i) {
+    const bool reordered = il < orders.size() && !orders[il].empty();
+    for (int64_t j = 0; j < n_ff; ++j) {
+      const int64_t i = reordered ? orders[il][static_cast<size_t>(j)] : j;
       for (int64_t r = 0; r < n_embd; ++r) column[r] = rows[r * n_ff + i];
-      quantize_row(type, column.data(), blob.data() + i * rb, n_embd);
+      quantize_row(type, column.data(), blob.data() + j * rb, n_embd);
     }
     out.layers[il] = Matrix{type, blob.data(), n_ff, n_embd};
   }

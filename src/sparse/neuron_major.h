@@ -21,7 +21,10 @@ struct NeuronMajorDown {
   std::vector<HugeBuffer> storage;
 };
 
-NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers);
+// orders[il], when not empty, puts neuron orders[il][j] in row j (the order the layer's other FFN
+// matrices are held in, model/neuron_order.h).
+NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
+                                       const std::vector<std::vector<int32_t>>& orders);
 
 // The type a transposed copy of a `t` matrix is stored in.
 DType neuron_major_type(DType t);

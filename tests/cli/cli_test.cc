@@ -46,15 +46,35 @@ TEST_F(Cli, RunPrintsExactlyPromptThenText) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
-TEST_F(Cli, NoMmapGivesTheSameText) {
-  const std::vector<std::string> args = {"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"};
-  const auto mapped = run_hearth(args);
+// Runs `args` without and with `flag`: both succeed and print the same text.
+void expect_flag_keeps_text(const std::vector<std::string>& args, const std::string& flag) {
+  const auto without = run_hearth(args);
   auto copy = args;
-  copy.push_back("--no-mmap");
-  const auto read = run_hearth(copy);
-  ASSERT_EQ(mapped.exit_code, 0) << mapped.err;
-  ASSERT_EQ(read.exit_code, 0) << read.err;
-  EXPECT_EQ(mapped.out, read.out);
+  copy.push_back(flag);
+  const auto with = run_hearth(copy);
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(without.out, with.out) << flag;
+}
+
+TEST_F(Cli, NoMmapGivesTheSameText) {
+  expect_flag_keeps_text({"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"},
+                         "--no-mmap");
+}
+
+// A sparse model with measured frequencies is held most-active first unless --no-reorder: the
+// same function, so dense greedy text is identical either way.
+TEST_F(Cli, NeuronReorderKeepsTheText) {
+  const std::string sparse = *dir_ + "/tiny-relu.gguf";
+  const auto made = run_hearth({"synth", "-o", sparse, "--n-embd", "64", "--n-layer", "2",
+                                "--n-ff", "96", "--n-head", "4", "--n-head-kv", "2", "--n-vocab",
+                                "300", "--n-ctx", "64", "--type", "f32", "--sparsity", "0.8"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const char* mode : {"dense", "predictor"}) {
+    expect_flag_keeps_text(
+        {"run", "-m", sparse, "-p", "hello", "-n", "12", "--temp", "0", "--sparse", mode},
+        "--no-reorder");
+  }
 }
 
 TEST_F(Cli, SameSeedSameText) {

@@ -218,6 +218,24 @@ SynthOptions tiny_synth_options(DType type, FfnActivation act) {
   return o;
 }
 
+std::string write_skewed_sparse_model(DType type, const std::string& path) {
+  SynthOptions o;
+  o.n_embd = 128;
+  o.n_layer = 3;
+  o.n_ff = 352;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_vocab = 300;
+  o.n_ctx = 128;
+  o.type = type;
+  o.act = FfnActivation::Relu;
+  o.sparsity = 0.8;
+  o.skew = 1.5;
+  write_synthetic_model(o, path);
+  add_activation_stats(path, 96, 7, 1);
+  return path;
+}
+
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
                                 const SessionOptions& options) {
   Session session(model, options);

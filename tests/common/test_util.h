@@ -64,6 +64,11 @@ std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n
 // tokens) in `type`: decode-loop tests change what they need and write it.
 SynthOptions tiny_synth_options(DType type, FfnActivation act = FfnActivation::Silu);
 
+// A small ReGLU model with predictors (n_embd 128, 3 layers, n_ff 352, sparsity 0.8, skew 1.5)
+// in `type`, written to `path` with firing frequencies measured on 96 tokens
+// (blk.N.ffn_act_freq), as calibration leaves them; returns path.
+std::string write_skewed_sparse_model(DType type, const std::string& path);
+
 // The CLI's error contract: exit code 1, exactly one line on stderr containing "error" and
 // `needle`, nothing on stdout.
 void expect_clean_error(const CommandResult& r, const std::string& needle);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "backend/standin/standin_device.h"
 #include "common/test_util.h"
@@ -20,24 +21,8 @@ namespace {
 
 // A small ReGLU model with predictors and measured firing frequencies (blk.N.ffn_act_freq).
 const std::string& sparse_model() {
-  static const std::string path = [] {
-    SynthOptions o;
-    o.n_embd = 128;
-    o.n_layer = 3;
-    o.n_ff = 352;
-    o.n_head = 4;
-    o.n_head_kv = 2;
-    o.n_vocab = 300;
-    o.n_ctx = 128;
-    o.type = DType::F32;
-    o.act = FfnActivation::Relu;
-    o.sparsity = 0.8;
-    o.skew = 1.5;
-    const std::string p = test::temp_dir() + "/hybrid-relu.gguf";
-    write_synthetic_model(o, p);
-    add_activation_stats(p, 96, 7, 1);
-    return p;
-  }();
+  static const std::string path =
+      test::write_skewed_sparse_model(DType::F32, test::temp_dir() + "/hybrid-relu.gguf");
   return path;
 }
 
@@ -109,15 +94,18 @@ double budget_for(const std::shared_ptr<const Model>& m, double share) {
   return (static_cast<double>(model_bytes(m)) * share + static_cast<double>(scratch)) / (1 << 30);
 }
 
-class HybridModes : public ::testing::TestWithParam<SparseMode> {};
+// The mode, and whether the hybrid model holds its neurons most-active first.
+class HybridModes : public ::testing::TestWithParam<std::tuple<SparseMode, bool>> {};
 
 TEST_P(HybridModes, SplitEqualsSingleDevice) {
-  const SparseMode mode = GetParam();
+  const auto [mode, reorder] = GetParam();
   const auto cpu = Model::load(sparse_model());
   const Generation ref = generate(cpu, mode);
   // A third of the model: attention of every layer and part of each FFN on the device.
   const double budget = budget_for(cpu, 1.0 / 3);
-  const auto hyb = Model::load(sparse_model(), standin(budget, mode));
+  LoadOptions o = standin(budget, mode);
+  o.reorder_neurons = reorder;
+  const auto hyb = Model::load(sparse_model(), o);
   ASSERT_FALSE(hyb->device_name().empty()) << hyb->placement_note();
   const Model::Impl& mi = hyb->impl();
   int split_layers = 0;
@@ -126,6 +114,14 @@ TEST_P(HybridModes, SplitEqualsSingleDevice) {
     split_layers += mi.device_hot[il] > 0 && mi.device_hot[il] < mi.config.n_ff;
   }
   EXPECT_GT(split_layers, 0) << hyb->placement_note();
+  if (reorder) {
+    // Most-active first: the device's neurons are the front of each layer, the host's the rest.
+    for (size_t il = 0; il < mi.cold.size(); ++il) {
+      if (mi.cold[il].empty()) continue;
+      EXPECT_EQ(mi.cold[il].front(), mi.device_hot[il]) << "layer " << il;
+      EXPECT_EQ(mi.cold[il].back(), mi.config.n_ff - 1) << "layer " << il;
+    }
+  }
 
   const Generation got = generate(hyb, mode);
   EXPECT_EQ(got.tokens, ref.tokens) << to_string(mode);
@@ -137,9 +133,14 @@ TEST_P(HybridModes, SplitEqualsSingleDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, HybridModes,
-                         ::testing::Values(SparseMode::Dense, SparseMode::Oracle,
-                                           SparseMode::Predictor),
-                         [](const auto& info) { return to_string(info.param); });
+                         ::testing::Combine(::testing::Values(SparseMode::Dense,
+                                                              SparseMode::Oracle,
+                                                              SparseMode::Predictor),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "Reordered" : "");
+                         });
 
 TEST(Hybrid, LayerOffloadEqualsSingleDevice) {
   const auto cpu = Model::load(sparse_model());
