@@ -361,8 +361,8 @@ std::unique_ptr<GgufFile> GgufFile::open_buffer(const std::string& name, const u
 bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
                              const std::function<void(uint8_t*)>& edit) {
   if (!private_copy_) return false;
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (p < base_ || bytes > size_ || static_cast<uint64_t>(p - base_) > size_ - bytes) {
+  const auto at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
+  if (at < base || bytes > size_ || at - base > size_ - bytes) {
     fail(path_, ": edit_in_place: the range is not inside the file image");
   }
   // The copy is read-only between edits, so that a stray write faults instead of corrupting
@@ -373,7 +373,7 @@ bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
     fail(path_, ": cannot make the weights writable: ", std::strerror(errno));
   }
   try {
-    edit(const_cast<uint8_t*>(p));  // private_copy_: this object's own anonymous memory
+    edit(static_cast<uint8_t*>(mapping_) + (at - base));  // private_copy_: our own memory
   } catch (...) {
     ::mprotect(mapping_, mapped_bytes_, PROT_READ);
     throw;

@@ -75,6 +75,42 @@ TEST(GgufReader, OpenBufferMatchesOpen) {
   EXPECT_EQ((b->tensors()[0].data - copy.data()) % 32, 0);  // data section starts aligned
 }
 
+// Only a private copy (Load::Read) can be edited; the file and other images never change.
+TEST(GgufReader, EditInPlaceOnlyInAPrivateCopy) {
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  const std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
+  w.add_tensor("w", 0, std::vector<int64_t>{4, 2}, weights.data(), 32);
+  const std::string path = test::temp_dir() + "/edit.gguf";
+  w.write(path);
+  const std::string before = test::read_file(path);
+  const std::vector<uint8_t> copy(before.begin(), before.end());
+  const auto swap_rows = [](uint8_t* d) {
+    uint8_t row[16];
+    std::memcpy(row, d, 16);
+    std::memcpy(d, d + 16, 16);
+    std::memcpy(d + 16, row, 16);
+  };
+
+  const auto mapped = GgufFile::open(path);
+  const auto buffer = GgufFile::open_buffer("buffer", copy.data(), copy.size());
+  for (GgufFile* f : {mapped.get(), buffer.get()}) {
+    EXPECT_FALSE(f->edit_in_place(f->tensors()[0].data, 32, swap_rows));
+    EXPECT_EQ(std::memcmp(f->tensors()[0].data, weights.data(), 32), 0);
+  }
+
+  const auto read = GgufFile::open(path, GgufFile::Load::Read);
+  const TensorInfo& t = read->tensors()[0];
+  EXPECT_TRUE(read->edit_in_place(t.data, 32, swap_rows));
+  const std::vector<float> swapped = {5, 6, 7, 8, 1, 2, 3, 4};
+  EXPECT_EQ(std::memcmp(t.data, swapped.data(), 32), 0);
+  EXPECT_EQ(test::read_file(path), before);
+  // A range reaching past the image, or outside it, is refused before anything is written.
+  EXPECT_THROW(read->edit_in_place(t.data + 16, read->file_size(), swap_rows), Error);
+  EXPECT_THROW(read->edit_in_place(weights.data(), 4, swap_rows), Error);
+  EXPECT_EQ(std::memcmp(t.data, swapped.data(), 32), 0);
+}
+
 TEST(GgufReader, IntegerConversions) {
   GgufWriter w;
   w.set_u32("u", 7);
