@@ -45,8 +45,8 @@ std::vector<float> layer_frequency(const Model::Impl& m, size_t il) {
   if (!t || t->type != static_cast<uint32_t>(DType::F32) || t->n_elements() != n_ff) return {};
   const auto* p = reinterpret_cast<const float*>(t->data);
   std::vector<float> freq(p, p + n_ff);
-  if (il < m.neuron_order.size() && !m.neuron_order[il].empty()) {
-    for (int64_t j = 0; j < n_ff; ++j) freq[j] = p[m.neuron_order[il][j]];
+  if (const int32_t* order = m.order(il)) {
+    for (int64_t j = 0; j < n_ff; ++j) freq[j] = p[order[j]];
   }
   return freq;
 }

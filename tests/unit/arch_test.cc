@@ -14,6 +14,8 @@
 #include "core/error.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
+#include "model/model_impl.h"
+#include "model/synth.h"
 #include "unit/arch_models.h"
 
 namespace hearth {
@@ -51,9 +53,9 @@ double rel_diff(const std::vector<float>& got, const std::vector<float>& ref) {
 // Prompt at once (eval_all) and token by token (eval), both against the reference.
 void expect_matches_reference(const TinyModel& m, const std::string& activation,
                               const std::string& path, SparseMode mode = SparseMode::Dense,
-                              double tolerance = 1e-3) {
+                              double tolerance = 1e-3, const LoadOptions& load = {}) {
   SCOPED_TRACE(path + " (" + activation + ", " + to_string(mode) + ")");
-  const auto model = Model::load(path);
+  const auto model = Model::load(path, load);
   Reference ref(m, activation, mode == SparseMode::Predictor);
   std::vector<Vec> expected;
   for (int32_t t : kPrompt) expected.push_back(ref.step(t));
@@ -228,6 +230,20 @@ TEST(ArchSparse, OracleOnPlainGgufFilesEqualsDense) {
     const auto model = Model::load(path);
     EXPECT_EQ(greedy(model, SparseMode::Dense, kPrompt, 16).tokens,
               greedy(model, SparseMode::Oracle, kPrompt, 16).tokens);
+  }
+}
+
+TEST(ArchSparse, OptHeldMostActiveFirstMatchesTheReference) {
+  // OPT's up bias moves with its neurons; ffn_down, in file order, gets the activations back.
+  TinyModel m = make_opt(false);
+  m.act = "relu";
+  const std::string path = m.write("opt-freq.gguf");
+  add_activation_stats(path, 64, 7, 1);
+  LoadOptions o;
+  o.reorder_neurons = true;
+  ASSERT_NE(Model::load(path, o)->impl().order(0), nullptr);
+  for (const SparseMode mode : {SparseMode::Dense, SparseMode::Oracle}) {
+    expect_matches_reference(m, "relu", path, mode, 1e-3, o);
   }
 }
 
