@@ -54,13 +54,22 @@ TEST(GgufReader, ReadsStories260K) {
   for (float x : row) EXPECT_TRUE(std::isfinite(x));
 }
 
-TEST(GgufReader, OpenBufferMatchesOpen) {
+// The values of tensor "w" ([2, 4] F32) in the file write_small_file makes.
+const std::vector<float> kSmallWeights = {1, 2, 3, 4, 5, 6, 7, 8};
+
+// A GGUF file with one key and tensor "w"; returns its path.
+std::string write_small_file(const std::string& name) {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
-  const std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
-  w.add_tensor("w", 0, std::vector<int64_t>{4, 2}, weights.data(), 32);
-  const std::string path = test::temp_dir() + "/buf.gguf";
+  w.add_tensor("w", 0, std::vector<int64_t>{4, 2}, kSmallWeights.data(), 32);
+  const std::string path = test::temp_dir() + "/" + name;
   w.write(path);
+  return path;
+}
+
+TEST(GgufReader, OpenBufferMatchesOpen) {
+  const std::vector<float>& weights = kSmallWeights;
+  const std::string path = write_small_file("buf.gguf");
   const std::string bytes = test::read_file(path);
   const std::vector<uint8_t> copy(bytes.begin(), bytes.end());
 
@@ -77,12 +86,8 @@ TEST(GgufReader, OpenBufferMatchesOpen) {
 
 // Only a private copy (Load::Read) can be edited; the file and other images never change.
 TEST(GgufReader, EditInPlaceOnlyInAPrivateCopy) {
-  GgufWriter w;
-  w.set_string("general.architecture", "llama");
-  const std::vector<float> weights = {1, 2, 3, 4, 5, 6, 7, 8};
-  w.add_tensor("w", 0, std::vector<int64_t>{4, 2}, weights.data(), 32);
-  const std::string path = test::temp_dir() + "/edit.gguf";
-  w.write(path);
+  const std::vector<float>& weights = kSmallWeights;
+  const std::string path = write_small_file("edit.gguf");
   const std::string before = test::read_file(path);
   const std::vector<uint8_t> copy(before.begin(), before.end());
   const auto swap_rows = [](uint8_t* d) {
