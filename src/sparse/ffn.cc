@@ -180,11 +180,7 @@ void FfnExecutor::dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, c
     return;
   }
   activate(ctx.isa(), shape_.act, gated ? a : u, total, a);
-  if (mode_.observer && w.order) {
-    in_file_order(w, a, n, act_.data());
-  } else if (mode_.observer) {
-    std::copy(a, a + total, act_.begin());
-  }
+  if (mode_.observer) copy_in_file_order(w, a, n, act_.data());
   int64_t kept = decide ? mask_below(a, total, threshold_) : 0;
   if (gated) vec_mul(ctx.isa(), a, u, total);
   if (mode == SparseMode::Threshold && down_threshold_ > 0.0f) {
@@ -197,15 +193,25 @@ void FfnExecutor::dense_activations(cpu::CpuContext& ctx, const FfnWeights& w, c
   }
 }
 
-// a[n, n_ff] with its columns in the file's neuron order: a itself when the rows are held in that
-// order, else scattered into dst.
-const float* FfnExecutor::in_file_order(const FfnWeights& w, const float* a, int64_t n,
-                                        float* dst) const {
-  if (!w.order) return a;
+// dst[n, n_ff] = a with its columns in the file's neuron order.
+void FfnExecutor::copy_in_file_order(const FfnWeights& w, const float* a, int64_t n,
+                                     float* dst) const {
   const int64_t n_ff = shape_.n_ff;
+  if (!w.order) {
+    std::copy(a, a + n * n_ff, dst);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < n_ff; ++j) dst[t * n_ff + w.order[j]] = a[t * n_ff + j];
   }
+}
+
+// a[n, n_ff] in the file's neuron order: a itself when the rows are held in that order, else
+// scattered into dst.
+const float* FfnExecutor::in_file_order(const FfnWeights& w, const float* a, int64_t n,
+                                        float* dst) const {
+  if (!w.order) return a;
+  copy_in_file_order(w, a, n, dst);
   return dst;
 }
 

@@ -120,6 +120,7 @@ class FfnExecutor {
              SparseStats& stats);
   void down_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* a, int64_t n, float* out,
                 SparseStats& stats);
+  void copy_in_file_order(const FfnWeights& w, const float* a, int64_t n, float* dst) const;
   const float* in_file_order(const FfnWeights& w, const float* a, int64_t n, float* dst) const;
   void up_all(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n, float* u);
   void up_gather(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, int64_t n,

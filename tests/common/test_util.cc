@@ -219,16 +219,11 @@ SynthOptions tiny_synth_options(DType type, FfnActivation act) {
 }
 
 std::string write_skewed_sparse_model(DType type, const std::string& path) {
-  SynthOptions o;
+  SynthOptions o = tiny_synth_options(type, FfnActivation::Relu);
   o.n_embd = 128;
   o.n_layer = 3;
   o.n_ff = 352;
-  o.n_head = 4;
-  o.n_head_kv = 2;
-  o.n_vocab = 300;
   o.n_ctx = 128;
-  o.type = type;
-  o.act = FfnActivation::Relu;
   o.sparsity = 0.8;
   o.skew = 1.5;
   write_synthetic_model(o, path);
