@@ -39,15 +39,22 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t ggml_type) {
 }
 
 bool is_supported_dtype(uint32_t ggml_type) {
-  switch (static_cast<DType>(ggml_type)) {
-    case DType::F32:
-    case DType::F16:
-    case DType::Q4_0:
-    case DType::Q8_0:
-    case DType::BF16:
-      return true;
+  for (DType t : kSupportedTypes) {
+    if (static_cast<uint32_t>(t) == ggml_type) return true;
   }
   return false;
+}
+
+std::string_view supported_dtype_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (DType t : kSupportedTypes) {
+      if (!s.empty()) s += ", ";
+      s += dtype_name(t);
+    }
+    return s;
+  }();
+  return names;
 }
 
 std::string_view dtype_name(DType t) { return ggml_type_info(static_cast<uint32_t>(t))->name; }
@@ -66,7 +73,7 @@ int64_t row_bytes(DType t, int64_t n) {
 std::optional<DType> parse_dtype(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+  for (DType t : kSupportedTypes) {
     if (dtype_name(t) == lower) return t;
   }
   return std::nullopt;

@@ -1,6 +1,7 @@
 // Tensor element types. The numeric values are ggml's type ids, so a GGUF tensor's type field
 // converts directly. Hearth computes with the supported subset; the GGUF reader still knows the
-// block geometry of every ggml type so it can validate (and `inspect` can list) any file.
+// block geometry of every ggml type so it can validate (and `inspect` can list) any file. The
+// block layouts of the types beyond Q8_0 and Q4_0 are in core/quant_blocks.h.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,25 @@ enum class DType : uint32_t {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 };
+
+// Every type Hearth computes with, in ggml id order.
+inline constexpr DType kSupportedTypes[] = {
+    DType::F32,  DType::F16,  DType::Q4_0, DType::Q4_1, DType::Q5_0,   DType::Q5_1,   DType::Q8_0,
+    DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS,
+    DType::BF16};
 
 // Block geometry of a ggml type: `block_size` elements are stored in `block_bytes` bytes.
 struct GgmlTypeInfo {
@@ -30,6 +47,9 @@ std::optional<GgmlTypeInfo> ggml_type_info(uint32_t ggml_type);
 // True when Hearth has kernels for this ggml type id.
 bool is_supported_dtype(uint32_t ggml_type);
 
+// The supported types' names, comma-separated ("f32, f16, ..."), for error messages.
+std::string_view supported_dtype_names();
+
 std::string_view dtype_name(DType t);
 int64_t dtype_block_size(DType t);
 int64_t dtype_block_bytes(DType t);
@@ -37,7 +57,8 @@ int64_t dtype_block_bytes(DType t);
 // Bytes used by a row of n elements (n must be a multiple of the block size).
 int64_t row_bytes(DType t, int64_t n);
 
-// Parses "f32", "f16", "bf16", "q8_0", "q4_0" (case-insensitive); nullopt otherwise.
+// Parses a supported type's ggml name ("f16", "q4_k", "iq4_xs", ...; case-insensitive); nullopt
+// otherwise.
 std::optional<DType> parse_dtype(std::string_view name);
 
 // ggml block layouts, bit-exact with ggml: a block is 32 weights sharing one f16 scale d.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/dequantize_blocks.h"
 #include "core/error.h"
 #include "core/fp16.h"
 
@@ -79,6 +80,8 @@ void quantize_row(DType t, const float* x, void* y, int64_t n) {
       for (int64_t b = 0; b < n / kQK; ++b) quantize_block_q4_0(x + b * kQK, out + b);
       return;
     }
+    default:
+      break;
   }
   fail("cannot quantize to dtype id ", static_cast<uint32_t>(t));
 }
@@ -118,6 +121,8 @@ void dequantize_row(DType t, const void* x, float* y, int64_t n) {
       }
       return;
     }
+    default:
+      if (dequantize_row_blocks(t, x, y, n)) return;
   }
   fail("cannot dequantize dtype id ", static_cast<uint32_t>(t));
 }

@@ -95,7 +95,7 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
       const auto info = ggml_type_info(t->type);
       fail(file.path(), ": tensor '", spec.name, "' has type ",
            info ? std::string(info->name) : std::to_string(t->type),
-           ", which Hearth does not support (supported: f32, f16, bf16, q8_0, q4_0)");
+           ", which Hearth does not support (supported: ", supported_dtype_names(), ")");
     }
     if (spec.vector) {
       *spec.vector = bind_vector(*t, w);

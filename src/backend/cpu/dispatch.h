@@ -81,6 +81,8 @@ struct WeightKernels {
 struct Kernels {
   Isa isa = Isa::Scalar;
   WeightKernels f32, f16, bf16, q8_0, q4_0;
+  // The block types of core/quant_blocks.h.
+  WeightKernels q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
   // F32 <-> F16 rows (KV cache writes and reads).
   void (*fp32_to_fp16_row)(const float* x, uint16_t* y, int64_t n) = nullptr;
   void (*fp16_to_fp32_row)(const uint16_t* x, float* y, int64_t n) = nullptr;

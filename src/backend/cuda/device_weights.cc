@@ -13,6 +13,20 @@
 namespace hearth::gpu {
 namespace {
 
+// The types the device kernels dequantize (linear.h); the others run on the host only.
+bool device_supports(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string layer_name(size_t il, const char* what) { return str_cat("layer ", il, " ", what); }
 
 // Checks that m is there with the expected shape (rows < 0: any) and a type the kernels take.
@@ -22,8 +36,9 @@ void check_matrix(const Matrix* m, int64_t rows, int64_t cols, const std::string
     fail(what, " is [", m->rows, ", ", m->cols, "], expected [", rows < 0 ? m->rows : rows, ", ",
          cols, "]");
   }
-  if (!is_supported_dtype(static_cast<uint32_t>(m->type))) {
-    fail(what, " has a type the CUDA backend cannot compute with");
+  if (!device_supports(m->type)) {
+    fail(what, " has type ", dtype_name(m->type),
+         ", which the CUDA backend cannot compute with yet (it takes f32, f16, bf16, q8_0, q4_0)");
   }
   if (m->cols % dtype_block_size(m->type) != 0) {
     fail(what, ": rows of ", m->cols, " elements are not whole ", dtype_name(m->type), " blocks");

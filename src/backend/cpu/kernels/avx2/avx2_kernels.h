@@ -24,6 +24,9 @@ void fp16_to_fp32_row(const uint16_t* x, float* y, int64_t n);
 void set_float_kernels(Kernels& k);
 void set_quant_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
+// The vectorized entries of the block types of core/quant_blocks.h (gemm_blocks_avx2.cc), over a
+// table whose block-type entries are the scalar references.
+void set_block_kernels(Kernels& k);
 
 // The Q4_0 axpy entry of this table (every token count), for tables that replace only part of it.
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,

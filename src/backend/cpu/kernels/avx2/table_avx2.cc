@@ -16,6 +16,9 @@ Kernels kernels() {
   set_float_kernels(k);
   set_quant_kernels(k);
   set_axpy_kernels(k);
+  // The block types start from the scalar references; vectorized entries replace them.
+  generic::set_block_kernels(k);
+  set_block_kernels(k);
   k.fp32_to_fp16_row = avx2::fp32_to_fp16_row;
   k.fp16_to_fp32_row = avx2::fp16_to_fp32_row;
   return k;

@@ -17,6 +17,8 @@
 
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
+#include "core/quant_blocks.h"
+#include "core/quantize.h"
 
 namespace hearth::cpu::generic {
 namespace {
@@ -62,6 +64,18 @@ struct DecodeQ4_0 {
       out[j] = d * static_cast<float>((b.qs[j] & 0x0f) - 8);
       out[j + kQK / 2] = d * static_cast<float>((b.qs[j] >> 4) - 8);
     }
+  }
+};
+
+// A block of any type of core/quant_blocks.h, through dequantize_row (so bit-exact with it).
+template <DType T>
+struct DecodeBlock {
+  static constexpr int64_t kCols = T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 ||
+                                           T == DType::IQ4_NL
+                                       ? kQK
+                                       : kQK_K;
+  static void run(const uint8_t* row, int64_t c, float* out) {
+    dequantize_row(T, row + c / kCols * dtype_block_bytes(T), out, kCols);
   }
 };
 
@@ -141,6 +155,27 @@ void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, c
 }
 
 }  // namespace
+
+template <DType T>
+void axpy_block_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  axpy_rows<DecodeBlock<T>>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+}
+#define HEARTH_AXPY_BLOCK(T)                                                                \
+  template void axpy_block_rows<DType::T>(int64_t, const void*, size_t, const int32_t*,     \
+                                          int64_t, const float*, size_t, int64_t, float*, \
+                                          size_t);
+HEARTH_AXPY_BLOCK(Q4_1)
+HEARTH_AXPY_BLOCK(Q5_0)
+HEARTH_AXPY_BLOCK(Q5_1)
+HEARTH_AXPY_BLOCK(IQ4_NL)
+HEARTH_AXPY_BLOCK(Q2_K)
+HEARTH_AXPY_BLOCK(Q3_K)
+HEARTH_AXPY_BLOCK(Q4_K)
+HEARTH_AXPY_BLOCK(Q5_K)
+HEARTH_AXPY_BLOCK(Q6_K)
+HEARTH_AXPY_BLOCK(IQ4_XS)
+#undef HEARTH_AXPY_BLOCK
 
 void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_rows<DecodeF32>;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels/act_layout.h"
+#include "backend/cpu/kernels/generic/act_q8_reader.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
 
@@ -44,24 +45,6 @@ float dot_float(int64_t n, const void* w, const void* x) {
   for (int j = 0; i < n; ++i, ++j) lanes[j] += Load::at(w, i) * xf[i];
   return reduce_lanes(lanes);
 }
-
-// Reads a Q8 activation row (kernels/act_layout.h) block by block: a block's quants are two
-// runs of 16 bytes.
-struct ActQ8 {
-  const uint8_t* row;
-  explicit ActQ8(const void* x) : row(static_cast<const uint8_t*>(x)) {}
-  const int8_t* first16(int64_t b) const {
-    return reinterpret_cast<const int8_t*>(row + act_quant_offset(b, 0));
-  }
-  const int8_t* last16(int64_t b) const {
-    return reinterpret_cast<const int8_t*>(row + act_quant_offset(b, kQK / 2));
-  }
-  float d(int64_t b) const {
-    float v;
-    std::memcpy(&v, row + act_scale_offset(b), sizeof v);
-    return v;
-  }
-};
 
 }  // namespace
 

@@ -67,6 +67,17 @@ void gemm_gather_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, 
 // in index order.
 void set_axpy_kernels(Kernels& k);
 
+// The scalar axpy of a block type of core/quant_blocks.h: each active row's blocks dequantized
+// exactly as dequantize_row does, then added as the other types' references add (axpy.cc).
+template <DType T>
+void axpy_block_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
+
+// Every entry of the block types of core/quant_blocks.h (Q4_1, Q5_0, Q5_1, IQ4_NL, the K-quants,
+// IQ4_XS) set to the scalar references (dot_blocks.cc, block_codes.h). Vector tables start from
+// these and replace what they implement.
+void set_block_kernels(Kernels& k);
+
 // Whether any of the nt coefficients of row j is non-zero (a zero row is skipped unread).
 // `static`, like core/fp16.h, because AVX2 files use it too and must not lend scalar callers
 // their AVX-encoded copy.
