@@ -63,7 +63,7 @@ sparse::PlacementRequest placement_request(const Model::Impl& m, const DeviceOpt
                     kv_elem;
     }
     const DType down_t = l.ffn_down_t.present() ? l.ffn_down_t.type
-                                                : sparse::neuron_major_type(l.ffn_down.type);
+                                                : sparse::neuron_major_type(l.ffn_down.type, c.n_embd);
     lc.neuron_bytes = row_bytes(l.ffn_up.type, c.n_embd) + row_bytes(down_t, c.n_embd);
     if (l.ffn_gate.present()) lc.neuron_bytes += row_bytes(l.ffn_gate.type, c.n_embd);
     if (l.ffn_up_b) lc.neuron_bytes += sizeof(float);

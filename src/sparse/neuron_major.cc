@@ -4,13 +4,15 @@
 
 namespace hearth::sparse {
 
-DType neuron_major_type(DType t) {
+DType neuron_major_type(DType t, int64_t n_embd) {
   switch (t) {
     case DType::F32:
     case DType::BF16:
       return DType::F32;
-    default:
+    case DType::F16:
       return DType::F16;
+    default:
+      return n_embd % dtype_block_size(DType::Q8_0) == 0 ? DType::Q8_0 : DType::F16;
   }
 }
 
@@ -23,7 +25,7 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
     const Matrix& down = layers[il].ffn_down;  // [n_embd, n_ff]
     if (layers[il].ffn_down_t.present() || !down.present()) continue;
     const int64_t n_embd = down.rows, n_ff = down.cols;
-    const DType type = neuron_major_type(down.type);
+    const DType type = neuron_major_type(down.type, n_embd);
     // Dequantize all of down once (n_embd * n_ff floats), then write it column by column.
     rows.resize(static_cast<size_t>(n_embd * n_ff));
     for (int64_t r = 0; r < n_embd; ++r) {

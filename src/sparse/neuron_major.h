@@ -13,9 +13,14 @@
 namespace hearth::sparse {
 
 // The transposed ffn_down of every layer that lacks ffn_down_t ([n_ff, n_embd], row i = neuron i's
-// output column). F32 and F16 keep their type, so the copy is exact; BF16 becomes F32 (exact) and
-// Q8_0 / Q4_0 become F16: their blocks run along n_ff, so they cannot be moved without
-// requantizing, and F16 keeps each value to within 2^-11 relative, far below their own error.
+// output column). F32 and F16 keep their type, so the copy is exact; BF16 becomes F32 (exact).
+// Every quantized type (Q4_0, Q8_0, the K-quants, ...) becomes Q8_0 requantized from the
+// dequantized values: their blocks run along n_ff, so they cannot be moved without requantizing.
+// Q8_0's step (1/254 of a block's largest value) is far below the error of the file's own type,
+// it takes at most 8.5 bits per weight (so the copy adds at most 8.5/4.5 of ffn_down for a
+// 4-bit file, not a second model), and a sparse token reads half the bytes an F16 copy would
+// (docs/design-notes.md, "Neuron-major down"). Rows whose length is not a multiple of 32 become
+// F16.
 struct NeuronMajorDown {
   std::vector<Matrix> layers;                // empty Matrix where the file has ffn_down_t
   std::vector<HugeBuffer> storage;
@@ -26,7 +31,7 @@ struct NeuronMajorDown {
 NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
                                        const std::vector<std::vector<int32_t>>& orders);
 
-// The type a transposed copy of a `t` matrix is stored in.
-DType neuron_major_type(DType t);
+// The type a transposed copy of a `t` matrix with rows of n_embd is stored in.
+DType neuron_major_type(DType t, int64_t n_embd);
 
 }  // namespace hearth::sparse

@@ -110,6 +110,7 @@ size_t act_row_bytes(ActFormat f, int64_t n) {
     case ActFormat::F32:
       return un * sizeof(float);
     case ActFormat::Q8:
+    case ActFormat::Q8K:
       return static_cast<size_t>(act_q8_row_bytes(n));
   }
   return 0;

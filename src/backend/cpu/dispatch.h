@@ -30,9 +30,12 @@ std::string_view isa_name(Isa isa);
 // The form activations take before a dot product with weight rows. Float weights (F32, F16,
 // BF16) multiply F32 activations directly. Quantized weights multiply activations quantized once
 // per call with ggml's Q8_0 rounding (same integers and f16 scales as ggml's Q8_0 blocks), stored
-// in a kernel-friendly interleaved layout described in kernels/act_layout.h. Scalar and AVX2
-// kernels produce bit-identical activation rows.
-enum class ActFormat { F32, Q8 };
+// in a kernel-friendly interleaved layout described in kernels/act_layout.h. Q8K is the same
+// layout with ggml's Q8_K rounding instead (one float scale per 256 elements, the largest
+// magnitude at -127, round half to even), which ggml's K-quant and IQ4_XS dot products use:
+// those types take it so that their results track llama.cpp's, near-ties included. Scalar and
+// vector quantizers produce bit-identical activation rows.
+enum class ActFormat { F32, Q8, Q8K };
 
 // Bytes of one activation row of n elements (a multiple of 32 bytes so rows stay aligned).
 size_t act_row_bytes(ActFormat f, int64_t n);

@@ -10,6 +10,7 @@
 namespace hearth::cpu::avx2 {
 
 void quantize_act_q8(const float* x, void* y, int64_t n);
+void quantize_act_q8k(const float* x, void* y, int64_t n);
 
 void f16_to_float(const void* x, float* y, int64_t n);
 void bf16_to_float(const void* x, float* y, int64_t n);

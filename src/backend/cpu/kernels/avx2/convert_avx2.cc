@@ -1,11 +1,12 @@
-// Row conversions and the activation quantizer. The quantizer is bit-identical to the scalar
-// reference (same scale arithmetic, same round-half-away-from-zero), so switching ISA never
-// changes which integers the dot products see.
+// Row conversions and the activation quantizers. The quantizers are bit-identical to the scalar
+// references (same scale arithmetic, same rounding), so switching ISA never changes which
+// integers the dot products see.
 #include <cstring>
 
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "core/dtype.h"
+#include "core/quant_blocks.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/avx2_util.h"
@@ -36,6 +37,22 @@ inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Block b of an activation row: its 32 quants (q[4], each in [-127, 127]), scale d and quant sum.
+void store_block(const __m256i (&q)[4], float d, uint8_t* row, int64_t b) {
+  const __m256i packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 0)),
+                   _mm256_castsi256_si128(packed));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 16)),
+                   _mm256_extracti128_si256(packed, 1));
+  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+  const int32_t sum = _mm_cvtsi128_si32(s4);
+  std::memcpy(row + act_scale_offset(b), &d, sizeof d);
+  std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+}
+
 }  // namespace
 
 void quantize_act_q8(const float* x, void* y, int64_t n) {
@@ -60,18 +77,37 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     const __m256 vinv = _mm256_set1_ps(inv);
     __m256i q[4];
     for (int j = 0; j < 4; ++j) q[j] = round_half_away(_mm256_mul_ps(v[j], vinv));
-    const __m256i packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 0)),
-                     _mm256_castsi256_si128(packed));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 16)),
-                     _mm256_extracti128_si256(packed, 1));
-    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-    const int32_t sum = _mm_cvtsi128_si32(s4);
-    std::memcpy(row + act_scale_offset(b), &d, sizeof d);
-    std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+    store_block(q, d, row, b);
+  }
+}
+
+void quantize_act_q8k(const float* x, void* y, int64_t n) {
+  auto* row = static_cast<uint8_t*>(y);
+  for (int64_t g = 0; g < n / kQK_K; ++g) {
+    const float* xg = x + g * kQK_K;
+    // The signed value of largest magnitude, the first one on ties, as the reference finds it.
+    float amax = 0.0f, max = 0.0f;
+    for (int64_t j = 0; j < kQK_K; ++j) {
+      const float ax = xg[j] < 0.0f ? -xg[j] : xg[j];
+      if (ax > amax) {
+        amax = ax;
+        max = xg[j];
+      }
+    }
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    const float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    const __m256 vis = _mm256_set1_ps(iscale);
+    const __m256i top = _mm256_set1_epi32(127);
+    for (int64_t k = 0; k < kActGroupBlocks; ++k) {
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xg + k * kQK + 8 * j), vis);
+        q[j] = _mm256_min_epi32(
+            _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
+            top);
+      }
+      store_block(q, d, row, g * kActGroupBlocks + k);
+    }
   }
 }
 

@@ -1,10 +1,12 @@
-// Scalar row conversions and the reference activation quantizer.
+// Scalar row conversions and the reference activation quantizers.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
+#include "core/quant_blocks.h"
 #include "core/quantize.h"
 
 namespace hearth::cpu::generic {
@@ -33,6 +35,35 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     }
     std::memcpy(row + act_scale_offset(b), &d, sizeof d);
     std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+  }
+}
+
+void quantize_act_q8k(const float* x, void* y, int64_t n) {
+  auto* row = static_cast<uint8_t*>(y);
+  for (int64_t g = 0; g < n / kQK_K; ++g) {
+    const float* xg = x + g * kQK_K;
+    float amax = 0.0f, max = 0.0f;
+    for (int64_t j = 0; j < kQK_K; ++j) {
+      if (std::fabs(xg[j]) > amax) {
+        amax = std::fabs(xg[j]);
+        max = xg[j];
+      }
+    }
+    // ggml's Q8_K: the value of largest magnitude maps to -127, quants round half to even and
+    // stop at 127, and the scale (its reciprocal) stays a float.
+    const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+    const float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
+    for (int64_t k = 0; k < kActGroupBlocks; ++k) {
+      const int64_t b = g * kActGroupBlocks + k;
+      int32_t sum = 0;
+      for (int64_t j = 0; j < kQK; ++j) {
+        const int q = std::min(127, static_cast<int>(std::nearbyint(iscale * xg[k * kQK + j])));
+        row[act_quant_offset(b, j)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+        sum += q;
+      }
+      std::memcpy(row + act_scale_offset(b), &d, sizeof d);
+      std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+    }
   }
 }
 

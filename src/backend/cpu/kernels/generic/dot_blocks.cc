@@ -48,11 +48,14 @@ void to_float(const void* x, float* y, int64_t n) {
   dequantize_row(T, x, y, n);
 }
 
+// ggml pairs the 256-element types with Q8_K activations and the 32-element ones with Q8_0.
+bool uses_q8k(DType t) { return dtype_block_size(t) == kQK_K; }
+
 template <DType T, typename Codes>
 WeightKernels entries() {
   WeightKernels k;
-  k.act = ActFormat::Q8;
-  k.to_act = quantize_act_q8;
+  k.act = uses_q8k(T) ? ActFormat::Q8K : ActFormat::Q8;
+  k.to_act = uses_q8k(T) ? quantize_act_q8k : quantize_act_q8;
   k.to_float = to_float<T>;
   k.dot = dot_codes<Codes>;
   k.gemm = gemm_rows<dot_codes<Codes>>;

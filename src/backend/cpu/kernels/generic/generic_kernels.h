@@ -15,8 +15,9 @@ namespace hearth::cpu::generic {
 // sum, so the reference adds in the same order and differs from them only by FMA rounding.
 inline constexpr int kLanes = 8;
 
-// Activation quantization: x[n] -> planar Q8 row (see ActFormat::Q8).
+// Activation quantization: x[n] -> planar Q8 row (see ActFormat::Q8, ActFormat::Q8K).
 void quantize_act_q8(const float* x, void* y, int64_t n);
+void quantize_act_q8k(const float* x, void* y, int64_t n);  // n a multiple of 256
 
 void f16_to_float(const void* x, float* y, int64_t n);
 void bf16_to_float(const void* x, float* y, int64_t n);
