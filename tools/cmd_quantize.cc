@@ -34,7 +34,7 @@ std::string mib(uint64_t bytes) {
 
 void print_report(const std::string& in, const std::string& out, const QuantizeReport& r) {
   std::printf("hearth quantize: %s -> %s as %s%s\n", in.c_str(), out.c_str(),
-              std::string(dtype_name(r.type)).c_str(), r.powerinfer ? " (PowerInfer PWRI file)" : "");
+              quantize_target_name(r.target).c_str(), r.powerinfer ? " (PowerInfer PWRI file)" : "");
   for (const QuantizeFallback& f : r.fallbacks) {
     std::printf("  %s: row length %lld is not a multiple of %lld, kept as %s\n", f.name.c_str(),
                 static_cast<long long>(f.row_length),
@@ -66,8 +66,8 @@ void print_report(const std::string& in, const std::string& out, const QuantizeR
                 "takes the output's type\n");
   }
   if (r.imatrix_entries > 0) {
-    std::printf("  imatrix: %lld entries from about %lld tokens; q4_0 tensors: %lld by GPTQ, "
-                "%lld weighted by mean squares, %lld without an entry (plain least squares)\n",
+    std::printf("  imatrix: %lld entries from about %lld tokens; quantized tensors: %lld by GPTQ "
+                "(q4_0), %lld weighted by mean squares, %lld without an entry (unweighted)\n",
                 static_cast<long long>(r.imatrix_entries), static_cast<long long>(r.imatrix_tokens),
                 static_cast<long long>(r.imatrix_gptq), static_cast<long long>(r.imatrix_weighted),
                 static_cast<long long>(r.imatrix_unweighted));
@@ -82,10 +82,17 @@ void print_report(const std::string& in, const std::string& out, const QuantizeR
               r.ratio());
 }
 
-DType parse_target(const std::string& name) {
+QuantizeTarget parse_target(const std::string& name) {
+  const auto target = parse_quantize_target(name);
+  if (!target) fail("unknown type '", name, "' (expected ", kQuantizeTargets, ")");
+  return *target;
+}
+
+// A single tensor's type (--tensor-type, --output-tensor-type): a type, not a mix.
+DType parse_type(const std::string& name) {
   const auto type = parse_dtype(name);
   if (!type || !is_quantize_target(*type)) {
-    fail("unknown type '", name, "' (expected ", kQuantizeTargets, ")");
+    fail("unknown type '", name, "' (expected one of ", supported_dtype_names(), ")");
   }
   return *type;
 }
@@ -99,41 +106,45 @@ int cmd_quantize(int argc, char** argv) {
   QuantizeOptions options;
   app.add_option("input", in, "GGUF model to read")->required();
   app.add_option("output", out, "GGUF file to write (not the input)")->required();
-  app.add_option("type", type_name, str_cat("target type: ", kQuantizeTargets))->required();
+  app.add_option("type", type_name,
+                 str_cat("target type, or a K-quant mix as llama-quantize's: ", kQuantizeTargets))
+      ->required();
   std::string output_type;
   app.add_flag("--quantize-predictors", options.quantize_predictors,
                "also convert the predictors blk.N.fc1/fc2 (kept as they are by default)");
   app.add_option("--output-tensor-type", output_type,
-                 "type of the output projection (default: q8_0 for q4_0, as llama.cpp keeps it "
-                 "near 6 bits for 4-bit types; else TYPE)");
+                 "type of the output projection (default: q8_0 for q4_0, q6_k for the other "
+                 "block types below 8 bits, as llama.cpp; else TYPE)");
   std::vector<std::string> tensor_types;
   app.add_option("--tensor-type", tensor_types,
                  "PATTERN=TYPE: tensors whose name matches the regular expression PATTERN take "
                  "TYPE (repeatable; the first match wins), as llama-quantize's flag");
   app.add_option("--imatrix", options.imatrix,
-                 "importance matrix (hearth imatrix, or llama-imatrix's GGUF file): q4_0 blocks "
-                 "minimise each column's error weighted by its activations' mean square");
+                 "importance matrix (hearth imatrix, or llama-imatrix's GGUF file): blocks of the "
+                 "4/5/6-bit, K and IQ4 types minimise each column's error weighted by its "
+                 "activations' mean square (q4_0: GPTQ when it has Gram matrices)");
   bool pure = false;
   app.add_flag("--pure", pure,
-               "every matrix in TYPE (as llama-quantize --pure): no q4_0 mix (output, attn_v "
-               "and, with grouped-query attention, attn_k at q8_0 by default)");
+               "every matrix in TYPE (as llama-quantize --pure): no default mix (q4_0: output, "
+               "attn_v and, with grouped-query attention, attn_k at q8_0; the other block types: "
+               "output at q6_k, and the _s/_m rules of model/quantize_model.h)");
   bool reference_rounding = false;
   app.add_flag("--reference-rounding", reference_rounding,
-               "q4_0 with ggml's reference rounding (byte-identical to llama-quantize's) instead "
-               "of a per-block scale search for the least error");
+               "ggml's reference algorithms (q4_0, q8_0: byte-identical to llama-quantize's) "
+               "instead of the per-block scale searches for the least error");
   return run_app(app, argc, argv, [&] {
     options.search_scales = !reference_rounding;
-    const DType type = parse_target(type_name);
+    const QuantizeTarget target = parse_target(type_name);
     for (const std::string& rule : tensor_types) {
       const size_t eq = rule.rfind('=');
       if (eq == std::string::npos || eq == 0) {
         fail("--tensor-type expects PATTERN=TYPE (got '", rule, "')");
       }
-      options.tensor_types.emplace_back(rule.substr(0, eq), parse_target(rule.substr(eq + 1)));
+      options.tensor_types.emplace_back(rule.substr(0, eq), parse_type(rule.substr(eq + 1)));
     }
-    if (!output_type.empty()) options.output_type = parse_target(output_type);
-    if (!pure) apply_default_mix(type, grouped_query_attention(*gguf::GgufFile::open(in)), options);
-    const QuantizeReport report = quantize_model(in, out, type, options);
+    if (!output_type.empty()) options.output_type = parse_type(output_type);
+    if (!pure) apply_default_mix(target, mix_shape(*gguf::GgufFile::open(in)), options);
+    const QuantizeReport report = quantize_model(in, out, target, options);
     print_report(in, out, report);
     return 0;
   });

@@ -5,14 +5,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <span>
+#include <thread>
 
 #include "core/error.h"
 #include "core/quantize.h"
@@ -101,6 +105,24 @@ TypeRules compile_rules(const QuantizeOptions& options) {
   return rules;
 }
 
+// llama.cpp's replacement for a 256-weight type on rows that hold no whole super-block.
+DType small_block_fallback(DType t) {
+  switch (t) {
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_XS: return DType::IQ4_NL;
+    case DType::Q4_K: return DType::Q5_0;
+    case DType::Q5_K: return DType::Q5_1;
+    case DType::Q6_K: return DType::Q8_0;
+    default: return t;
+  }
+}
+
+// Whether quantize_row_search takes importance weights for the type.
+bool uses_importance(DType t) {
+  return t == DType::Q4_0 || (dtype_block_size(t) > 1 && t != DType::Q8_0);
+}
+
 TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bool is_output,
                        const QuantizeOptions& options, const TypeRules& rules,
                        QuantizeReport& report) {
@@ -123,84 +145,231 @@ TensorPlan plan_tensor(const gguf::TensorInfo& t, bool is_matrix, DType type, bo
         {t.name, type, rows * (row_bytes(type, ne0) - row_bytes(target, ne0))});
   }
   DType to = type;
-  if (t.ne[0] % dtype_block_size(type) != 0) {
-    // Such a row cannot hold whole blocks. A non-block input here is f32, f16 or bf16 (block
-    // inputs have whole blocks by construction): keep 16-bit ones as they are, narrow f32 to f16.
-    to = p.to == DType::BF16 || p.to == DType::F16 ? p.to : DType::F16;
-    report.fallbacks.push_back({t.name, t.ne[0], type, to});
+  if (ne0 % dtype_block_size(type) != 0) {
+    // Such a row cannot hold whole blocks: a 32-weight type close in size, as llama.cpp picks,
+    // when the row holds those. Else: a non-block input here is f32, f16 or bf16 (block inputs
+    // have whole blocks by construction): keep 16-bit ones as they are, narrow f32 to f16.
+    to = small_block_fallback(type);
+    if (ne0 % dtype_block_size(to) != 0) {
+      to = p.to == DType::BF16 || p.to == DType::F16 ? p.to : DType::F16;
+    }
+    report.fallbacks.push_back({t.name, ne0, type, to});
   }
   p.convert = to != p.to;
   p.to = to;
   return p;
 }
 
-// Dequantizes each row to float and stores it in the target type. For Q4_0 with the search:
-// GPTQ when `entry` has a Gram matrix, else the search weighted by its mean squares (`entry` null
-// or without statistics: unweighted).
+// Dequantizes each row to float and stores it in the target type. With the search: for Q4_0
+// GPTQ when `entry` has a Gram matrix, else (and for the other types that take weights) the
+// search weighted by its mean squares (`entry` null or without statistics: unweighted).
 void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const ImatrixEntry* entry,
                     uint8_t* dst) {
   const auto from = static_cast<DType>(t.type);
   const int64_t n = t.ne[0];
   const int64_t rows = t.n_elements() / n;
   const int64_t in_row = row_bytes(from, n), out_row = row_bytes(to, n);
-  std::vector<float> row(static_cast<size_t>(n));
   std::vector<float> weights;
   std::optional<GptqQ4_0> gptq;
-  if (search && to == DType::Q4_0 && entry && entry->count > 0) {
-    if (!entry->gram.empty()) {
+  if (search && uses_importance(to) && entry && entry->count > 0) {
+    if (to == DType::Q4_0 && !entry->gram.empty()) {
       gptq.emplace(entry->gram.data(), n, entry->count);
     } else {
       weights = entry->sum2;
       for (float& v : weights) v = static_cast<float>(v / entry->count);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(from, t.data + r * in_row, row.data(), n);
-    if (gptq) {
-      gptq->quantize_row(row.data(), reinterpret_cast<BlockQ4_0*>(dst + r * out_row));
-    } else if (search) {
-      quantize_row_search(to, row.data(), weights.empty() ? nullptr : weights.data(),
-                          dst + r * out_row, n);
-    } else {
-      quantize_row(to, row.data(), dst + r * out_row, n);
+  // Rows are independent: split them over the cores (the K-quant and IQ4 searches cost about a
+  // microsecond per weight, minutes for a 7B model on one core).
+  const auto convert_rows = [&](int64_t first, int64_t last) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = first; r < last; ++r) {
+      dequantize_row(from, t.data + r * in_row, row.data(), n);
+      if (gptq) {
+        gptq->quantize_row(row.data(), reinterpret_cast<BlockQ4_0*>(dst + r * out_row));
+      } else if (search) {
+        quantize_row_search(to, row.data(), weights.empty() ? nullptr : weights.data(),
+                            dst + r * out_row, n);
+      } else {
+        quantize_row(to, row.data(), dst + r * out_row, n);
+      }
     }
+  };
+  const int64_t n_threads =
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows / 16 + 1);
+  std::vector<std::thread> threads;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  for (int64_t i = 0; i < n_threads; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        convert_rows(rows * i / n_threads, rows * (i + 1) / n_threads);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(error_mutex);
+        error = std::current_exception();
+      }
+    });
   }
+  for (std::thread& th : threads) th.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
 
 bool is_quantize_target(DType type) { return is_supported_dtype(static_cast<uint32_t>(type)); }
 
-void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options) {
-  if (type != DType::Q4_0) return;
-  if (!options.output_type) options.output_type = DType::Q8_0;
-  // Appended: a user's own --tensor-type rules come first and win.
-  options.tensor_types.emplace_back("attn_v\\.weight$", DType::Q8_0);
-  if (grouped_query) options.tensor_types.emplace_back("attn_k\\.weight$", DType::Q8_0);
-}
+namespace {
 
-bool grouped_query_attention(const gguf::GgufFile& file) {
-  const auto arch = file.get_string("general.architecture");
-  if (!arch) return false;
-  const std::string prefix = std::string(*arch) + ".attention.";
-  const auto heads = file.get_int(prefix + "head_count");
-  const auto kv = file.get_int(prefix + "head_count_kv");
-  return heads && kv && *kv < *heads;
-}
+struct TargetName {
+  const char* name;
+  DType type;
+  QuantizeMix mix;
+  uint32_t file_type;  // llama.cpp's llama_ftype
+};
 
-uint32_t llama_file_type(DType type) {
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::BF16: return 32;
+// Every target with its name and file type; the first name of a target is its canonical one.
+constexpr TargetName kTargetNames[] = {
+    {"f32", DType::F32, QuantizeMix::kPlain, 0},
+    {"f16", DType::F16, QuantizeMix::kPlain, 1},
+    {"q4_0", DType::Q4_0, QuantizeMix::kPlain, 2},
+    {"q4_1", DType::Q4_1, QuantizeMix::kPlain, 3},
+    {"q8_0", DType::Q8_0, QuantizeMix::kPlain, 7},
+    {"q5_0", DType::Q5_0, QuantizeMix::kPlain, 8},
+    {"q5_1", DType::Q5_1, QuantizeMix::kPlain, 9},
+    {"q2_k", DType::Q2_K, QuantizeMix::kPlain, 10},
+    {"q3_k_s", DType::Q3_K, QuantizeMix::kSmall, 11},
+    {"q3_k", DType::Q3_K, QuantizeMix::kSmall, 11},
+    {"q3_k_m", DType::Q3_K, QuantizeMix::kMedium, 12},
+    {"q4_k_s", DType::Q4_K, QuantizeMix::kSmall, 14},
+    {"q4_k", DType::Q4_K, QuantizeMix::kSmall, 14},
+    {"q4_k_m", DType::Q4_K, QuantizeMix::kMedium, 15},
+    {"q5_k_s", DType::Q5_K, QuantizeMix::kSmall, 16},
+    {"q5_k", DType::Q5_K, QuantizeMix::kSmall, 16},
+    {"q5_k_m", DType::Q5_K, QuantizeMix::kMedium, 17},
+    {"q6_k", DType::Q6_K, QuantizeMix::kPlain, 18},
+    {"iq4_nl", DType::IQ4_NL, QuantizeMix::kPlain, 25},
+    {"iq4_xs", DType::IQ4_XS, QuantizeMix::kPlain, 30},
+    {"bf16", DType::BF16, QuantizeMix::kPlain, 32},
+};
+
+const TargetName* find_target(const QuantizeTarget& target) {
+  for (const TargetName& t : kTargetNames) {
+    if (t.type == target.type && t.mix == target.mix) return &t;
   }
-  fail("no llama.cpp file type for dtype ", static_cast<uint32_t>(type));
+  return nullptr;
 }
 
-QuantizeReport quantize_model(const std::string& in, const std::string& out, DType type,
-                              const QuantizeOptions& options) {
+// A rule for tensors `suffix` (a regular expression for what follows "blk.N.") in the layers
+// where keep(layer) holds; nothing when no layer does.
+template <typename Keep>
+void add_layer_rule(QuantizeOptions& options, int64_t n_layer, const std::string& suffix,
+                    DType type, Keep keep) {
+  std::string layers;
+  for (int64_t il = 0; il < n_layer; ++il) {
+    if (keep(il)) layers += (layers.empty() ? "" : "|") + std::to_string(il);
+  }
+  if (layers.empty()) return;
+  options.tensor_types.emplace_back("^blk\\.(" + layers + ")\\.(" + suffix + ")\\.weight$", type);
+}
+
+void add_rule(QuantizeOptions& options, const std::string& suffix, DType type) {
+  options.tensor_types.emplace_back("^blk\\.[0-9]+\\.(" + suffix + ")\\.weight$", type);
+}
+
+}  // namespace
+
+std::optional<QuantizeTarget> parse_quantize_target(std::string_view name) {
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const TargetName& t : kTargetNames) {
+    if (lower == t.name) return QuantizeTarget(t.type, t.mix);
+  }
+  return std::nullopt;
+}
+
+std::string quantize_target_name(const QuantizeTarget& target) {
+  const TargetName* t = find_target(target);
+  return t ? t->name : std::string(dtype_name(target.type));
+}
+
+MixShape mix_shape(const gguf::GgufFile& file) {
+  MixShape shape;
+  const auto arch = file.get_string("general.architecture");
+  if (!arch) return shape;
+  const std::string a(*arch);
+  shape.n_layer = file.get_int(a + ".block_count").value_or(0);
+  shape.n_head = file.get_int(a + ".attention.head_count").value_or(1);
+  shape.n_head_kv = file.get_int(a + ".attention.head_count_kv").value_or(shape.n_head);
+  return shape;
+}
+
+bool use_more_bits(int64_t layer, int64_t n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+void apply_default_mix(const QuantizeTarget& target, const MixShape& shape, QuantizeOptions& options) {
+  const DType type = target.type;
+  if (type == DType::Q4_0) {
+    if (!options.output_type) options.output_type = DType::Q8_0;
+    add_rule(options, "attn_v", DType::Q8_0);
+    if (shape.grouped_query()) add_rule(options, "attn_k", DType::Q8_0);
+    return;
+  }
+  if (dtype_block_size(type) == 1 || type == DType::Q8_0) return;
+  if (!options.output_type) options.output_type = DType::Q6_K;
+  const int64_t n = shape.n_layer;
+  const bool medium = target.mix == QuantizeMix::kMedium;
+  switch (type) {
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      if (shape.n_gqa() >= 4) add_rule(options, "attn_v", DType::Q5_K);
+      break;
+    case DType::Q2_K:
+      add_rule(options, "attn_v", shape.n_gqa() >= 4 ? DType::Q4_K : DType::Q3_K);
+      add_rule(options, "ffn_down|ffn_down_t|attn_output", DType::Q3_K);
+      break;
+    case DType::Q3_K:
+      if (!medium) break;
+      add_layer_rule(options, n, "attn_v", DType::Q5_K, [](int64_t il) { return il < 2; });
+      add_layer_rule(options, n, "ffn_down|ffn_down_t", DType::Q5_K,
+                     [n](int64_t il) { return il < n / 16; });
+      add_rule(options, "attn_v|ffn_down|ffn_down_t|attn_output|attn_qkv", DType::Q4_K);
+      break;
+    case DType::Q4_K:
+    case DType::Q5_K:
+      if (medium) {
+        add_layer_rule(options, n, "attn_v|ffn_down|ffn_down_t", DType::Q6_K,
+                       [n](int64_t il) { return use_more_bits(il, n); });
+        add_rule(options, "attn_qkv", type == DType::Q4_K ? DType::Q5_K : DType::Q6_K);
+      } else if (type == DType::Q4_K) {
+        add_layer_rule(options, n, "attn_v", DType::Q5_K, [](int64_t il) { return il < 4; });
+        add_layer_rule(options, n, "ffn_down|ffn_down_t", DType::Q5_K,
+                       [n](int64_t il) { return il < n / 8; });
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options) {
+  MixShape shape;
+  shape.n_head = grouped_query ? 2 : 1;
+  apply_default_mix(QuantizeTarget(type), shape, options);
+}
+
+bool grouped_query_attention(const gguf::GgufFile& file) { return mix_shape(file).grouped_query(); }
+
+uint32_t llama_file_type(const QuantizeTarget& target) {
+  const TargetName* t = find_target(target);
+  if (!t) fail("no llama.cpp file type for ", quantize_target_name(target));
+  return t->file_type;
+}
+
+QuantizeReport quantize_model(const std::string& in, const std::string& out,
+                              const QuantizeTarget& target, const QuantizeOptions& options) {
+  const DType type = target.type;
+  llama_file_type(target);  // a type/mix pair that names no target fails here, before any work
   for (const DType t : {type, options.output_type.value_or(type)}) {
     if (!is_quantize_target(t)) {
       fail("cannot quantize to type ", static_cast<uint32_t>(t), " (expected ", kQuantizeTargets, ")");
@@ -222,6 +391,7 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
   }
 
   QuantizeReport report;
+  report.target = target;
   report.type = type;
   report.powerinfer = file.is_powerinfer();
   report.input_bytes = file.file_size();
@@ -260,7 +430,7 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
     if (key == "general.quantization_version" && !quantized) continue;
     w.copy_value(key, value);
   }
-  w.set_u32("general.file_type", llama_file_type(type));
+  w.set_u32("general.file_type", llama_file_type(target));
   if (quantized) w.set_u32("general.quantization_version", kQuantizationVersion);
 
   for (const TensorPlan& p : plans) {
@@ -276,11 +446,12 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out, DTy
     const DType to = p.to;
     const bool search = options.search_scales;
     const ImatrixEntry* entry = nullptr;
-    if (to == DType::Q4_0 && !options.imatrix.empty()) {
+    if (uses_importance(to) && search && !options.imatrix.empty()) {
       const auto it = imatrix.entries.find(t.name);
       if (it != imatrix.entries.end() && it->second.count > 0) entry = &it->second;
       ++(entry == nullptr ? report.imatrix_unweighted
-         : entry->gram.empty() ? report.imatrix_weighted : report.imatrix_gptq);
+         : to == DType::Q4_0 && !entry->gram.empty() ? report.imatrix_gptq
+                                                     : report.imatrix_weighted);
     }
     w.add_tensor_lazy(t.name, static_cast<uint32_t>(to), ne, nbytes,
                       [&t, to, search, entry](uint8_t* dst) {

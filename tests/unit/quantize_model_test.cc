@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "calib/imatrix.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
+#include "model/imatrix_file.h"
 #include "model/quantize_model.h"
 #include "model/synth.h"
 
@@ -28,26 +30,32 @@ namespace {
 
 constexpr int64_t kOddFf = 80;  // a multiple of 16, not of 32
 
-std::string make_dense(const std::string& dir) {
+// An f32 dense Llama of the given shape (300 tokens, context 64) at dir/name.
+std::string write_dense(const std::string& dir, const std::string& name, int64_t n_embd,
+                        int64_t n_layer, int64_t n_ff, int64_t n_head, int64_t n_head_kv) {
   SynthOptions o;
-  o.n_embd = 64;
-  o.n_layer = 2;
-  o.n_ff = kOddFf;
-  o.n_head = 4;
-  o.n_head_kv = 2;
+  o.n_embd = n_embd;
+  o.n_layer = n_layer;
+  o.n_ff = n_ff;
+  o.n_head = n_head;
+  o.n_head_kv = n_head_kv;
   o.n_vocab = 300;
   o.n_ctx = 64;
   o.type = DType::F32;
-  const std::string path = dir + "/dense-f32.gguf";
+  const std::string path = dir + "/" + name;
   write_synthetic_model(o, path);
   return path;
 }
 
+std::string make_dense(const std::string& dir) {
+  return write_dense(dir, "dense-f32.gguf", 64, 2, kOddFf, 4, 2);
+}
+
 // A sparse synthetic model as `hearth calibrate` would leave a PowerInfer file: magic PWRI and a
 // blk.N.ffn_act_freq vector per layer (all tensors f32, predictors included).
-std::string make_pwri(const std::string& dir) {
+std::string make_pwri(const std::string& dir, int64_t n_embd = 128) {
   SynthOptions o;
-  o.n_embd = 128;
+  o.n_embd = n_embd;
   o.n_layer = 2;
   o.n_ff = 256;
   o.n_head = 4;
@@ -345,7 +353,7 @@ TEST(QuantizeCli, CleanErrorsLeaveNoOutput) {
   const std::string dir = test::temp_dir();
   const std::string src = make_dense(dir);
   const std::string out = dir + "/out.gguf";
-  test::expect_clean_error(test::run_hearth({"quantize", src, out, "q5_k"}), "unknown type 'q5_k'");
+  test::expect_clean_error(test::run_hearth({"quantize", src, out, "q7_k"}), "unknown type 'q7_k'");
   test::expect_clean_error(test::run_hearth({"quantize", dir + "/none.gguf", out, "q4_0"}), "none.gguf");
   test::expect_clean_error(test::run_hearth({"quantize", src, out}), "type");
   // The same file under another spelling of its path.
@@ -377,6 +385,225 @@ TEST(QuantizeCli, CleanErrorsLeaveNoOutput) {
   test::expect_clean_error(test::run_hearth({"quantize", dir + "/gpt9.gguf", out, "q8_0"}),
                            "unsupported architecture 'gpt9'");
   EXPECT_EQ(extra_files(dir, {"dense-f32.gguf", "junk.gguf", "gpt9.gguf"}), std::vector<std::string>{});
+}
+
+// --- The K-quant, legacy and IQ4 targets.
+
+// 8 layers of 256-wide rows (K-quant super-blocks fit), n_ff = 320: a multiple of 32, not of
+// 256, so every ffn_down falls back to a 32-weight type; 8 query heads on 2 KV heads.
+std::string make_wide(const std::string& dir) {
+  return write_dense(dir, "wide-f32.gguf", 256, 8, 320, 8, 2);
+}
+
+TEST(QuantizeTargets, NamesAndLlamaFileTypes) {
+  const std::pair<const char*, uint32_t> names[] = {
+      {"f32", 0},     {"f16", 1},     {"q4_0", 2},    {"q4_1", 3},    {"q8_0", 7},
+      {"q5_0", 8},    {"q5_1", 9},    {"q2_k", 10},   {"q3_k_s", 11}, {"q3_k", 11},
+      {"q3_k_m", 12}, {"q4_k_s", 14}, {"q4_k", 14},   {"q4_k_m", 15}, {"q5_k_s", 16},
+      {"q5_k", 16},   {"q5_k_m", 17}, {"q6_k", 18},   {"iq4_nl", 25}, {"iq4_xs", 30},
+      {"bf16", 32}};
+  for (const auto& [name, file_type] : names) {
+    const auto t = parse_quantize_target(name);
+    ASSERT_TRUE(t.has_value()) << name;
+    EXPECT_EQ(llama_file_type(*t), file_type) << name;
+    // The canonical name parses back to the same target (q4_k prints as q4_k_s).
+    EXPECT_EQ(parse_quantize_target(quantize_target_name(*t)), t) << name;
+  }
+  EXPECT_EQ(parse_quantize_target("Q4_K_M"), QuantizeTarget(DType::Q4_K, QuantizeMix::kMedium));
+  EXPECT_EQ(parse_quantize_target("q4_k"), QuantizeTarget(DType::Q4_K, QuantizeMix::kSmall));
+  for (const char* bad : {"q7_k", "q4_0_m", "q6_k_m", "", "q8_k"}) {
+    EXPECT_FALSE(parse_quantize_target(bad).has_value()) << bad;
+  }
+  // A mix the type does not have names no file type.
+  EXPECT_THROW(llama_file_type(QuantizeTarget(DType::Q8_0, QuantizeMix::kMedium)), Error);
+}
+
+TEST(QuantizeTargets, UseMoreBitsIsLlamaCppsRule) {
+  // n = 8: the first eighth (0), the last (7), and i - 1 = 2 mod 3 between (3, 6).
+  std::vector<int64_t> more;
+  for (int64_t il = 0; il < 8; ++il) {
+    if (use_more_bits(il, 8)) more.push_back(il);
+  }
+  EXPECT_EQ(more, (std::vector<int64_t>{0, 3, 6, 7}));
+  more.clear();
+  for (int64_t il = 0; il < 32; ++il) {
+    if (use_more_bits(il, 32)) more.push_back(il);
+  }
+  EXPECT_EQ(more, (std::vector<int64_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+}
+
+// The type of every matrix of the wide model under a target's default mix.
+struct MixCase {
+  const char* target;
+  DType output, attn_v_more, attn_v_other, down_more, down_other, attn_q;
+};
+
+TEST(QuantizeModel, KQuantMixesFileTypesAndFallbacks) {
+  const std::string dir = test::temp_dir();
+  const std::string src = make_wide(dir);
+  const auto shape = mix_shape(*gguf::GgufFile::open(src));
+  EXPECT_EQ(shape.n_layer, 8);
+  EXPECT_EQ(shape.n_gqa(), 4);
+  // "more": layers 0, 3, 6, 7 (use_more_bits), "other": layer 1. ffn_down rows are 320 long:
+  // q6_k -> q8_0, q4_k -> q5_0, q5_k -> q5_1, iq4_xs / q3_k / q2_k -> iq4_nl.
+  const MixCase cases[] = {
+      {"q4_k_m", DType::Q6_K, DType::Q6_K, DType::Q4_K, DType::Q8_0, DType::Q5_0, DType::Q4_K},
+      {"q5_k_m", DType::Q6_K, DType::Q6_K, DType::Q5_K, DType::Q8_0, DType::Q5_1, DType::Q5_K},
+      // q4_k_s: attn_v of layers 0-3 and ffn_down of layer 0 (< 8 / 8) at q5_k.
+      {"q4_k", DType::Q6_K, DType::Q5_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K},
+      {"q5_k", DType::Q6_K, DType::Q5_K, DType::Q5_K, DType::Q5_1, DType::Q5_1, DType::Q5_K},
+      {"q6_k", DType::Q6_K, DType::Q6_K, DType::Q6_K, DType::Q8_0, DType::Q8_0, DType::Q6_K},
+      {"q4_1", DType::Q6_K, DType::Q4_1, DType::Q4_1, DType::Q4_1, DType::Q4_1, DType::Q4_1},
+      {"q5_0", DType::Q6_K, DType::Q5_0, DType::Q5_0, DType::Q5_0, DType::Q5_0, DType::Q5_0},
+      {"q5_1", DType::Q6_K, DType::Q5_1, DType::Q5_1, DType::Q5_1, DType::Q5_1, DType::Q5_1},
+      // n_head / n_head_kv = 4: attn_v at q5_k.
+      {"iq4_nl", DType::Q6_K, DType::Q5_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_NL, DType::IQ4_NL},
+      {"iq4_xs", DType::Q6_K, DType::Q5_K, DType::Q5_K, DType::IQ4_NL, DType::IQ4_NL, DType::IQ4_XS},
+      // q3_k_m: attn_v q5_k in layers 0-1 (so blk.1), q4_k after (blk.3); ffn_down q4_k
+      // (8 / 16 = 0 layers at q5_k), which falls back to q5_0.
+      {"q3_k_m", DType::Q6_K, DType::Q4_K, DType::Q5_K, DType::Q5_0, DType::Q5_0, DType::Q3_K},
+      {"q2_k", DType::Q6_K, DType::Q4_K, DType::Q4_K, DType::IQ4_NL, DType::IQ4_NL, DType::Q2_K},
+  };
+  const auto ref = last_logits(Model::load(src), SparseMode::Dense);
+  for (const MixCase& c : cases) {
+    const QuantizeTarget target = *parse_quantize_target(c.target);
+    QuantizeOptions o;
+    apply_default_mix(target, shape, o);
+    const std::string dst = dir + "/wide-" + c.target + ".gguf";
+    const QuantizeReport r = quantize_model(src, dst, target, o);
+    const auto out = gguf::GgufFile::open(dst);
+    EXPECT_EQ(out->get_int("general.file_type"), llama_file_type(target)) << c.target;
+    EXPECT_EQ(out->get_int("general.quantization_version"), 2) << c.target;
+    EXPECT_EQ(type_of(*out, "output.weight"), c.output) << c.target;
+    EXPECT_EQ(type_of(*out, "token_embd.weight"), target.type) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.3.attn_v.weight"), c.attn_v_more) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.1.attn_v.weight"), c.attn_v_other) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.0.ffn_down.weight"), c.down_more) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.1.ffn_down.weight"), c.down_other) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.5.attn_q.weight"), c.attn_q) << c.target;
+    EXPECT_EQ(type_of(*out, "blk.5.attn_norm.weight"), DType::F32) << c.target;
+    // Every ffn_down is reported as a fallback from the type it wanted.
+    int64_t down_fallbacks = 0;
+    for (const QuantizeFallback& f : r.fallbacks) {
+      EXPECT_EQ(f.row_length, 320) << c.target << " " << f.name;
+      down_fallbacks += f.name.find("ffn_down") != std::string::npos;
+    }
+    const bool wide_type = dtype_block_size(c.down_more) < 256 && dtype_block_size(target.type) == 256;
+    EXPECT_EQ(down_fallbacks, wide_type ? 8 : 0) << c.target;
+    // Loads, runs, and stays close to the source.
+    const auto m = Model::load(dst);
+    const double err = relative_logit_error(ref, last_logits(m, SparseMode::Dense));
+    const double bound = target.type == DType::Q2_K ? 0.3 : target.type == DType::Q3_K ? 0.2 : 0.1;
+    EXPECT_LT(err, bound) << c.target;
+  }
+  // --pure: no mix; the target's type everywhere it fits, file type still the mix's.
+  const std::string pure = dir + "/wide-q4_k_m-pure.gguf";
+  quantize_model(src, pure, *parse_quantize_target("q4_k_m"));
+  const auto out = gguf::GgufFile::open(pure);
+  EXPECT_EQ(type_of(*out, "output.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of(*out, "blk.3.attn_v.weight"), DType::Q4_K);
+  EXPECT_EQ(out->get_int("general.file_type"), 15);
+}
+
+TEST(QuantizeModel, KQuantPowerInferFileKeepsMagicPredictorsAndStatistics) {
+  const std::string dir = test::temp_dir();
+  const std::string src = make_pwri(dir, 256);
+  const auto in = gguf::GgufFile::open(src);
+  const QuantizeTarget target = *parse_quantize_target("q4_k_m");
+  QuantizeOptions o;
+  apply_default_mix(target, mix_shape(*in), o);
+  const std::string dst = dir + "/pwri-q4_k_m.gguf";
+  EXPECT_TRUE(quantize_model(src, dst, target, o).powerinfer);
+  const auto out = gguf::GgufFile::open(dst);
+  EXPECT_TRUE(out->is_powerinfer());
+  expect_metadata_kept(*in, *out);
+  EXPECT_EQ(out->get_int("general.file_type"), 15);
+  // Predictors and statistics untouched (the predictors are f32 here, as in the source).
+  for (const std::string name : {"blk.0.fc1.weight", "blk.0.fc2.weight", "blk.1.fc1.weight",
+                                 "blk.0.ffn_act_freq", "blk.1.ffn_act_freq"}) {
+    const gguf::TensorInfo* a = in->find_tensor(name);
+    const gguf::TensorInfo* b = out->find_tensor(name);
+    ASSERT_NE(a, nullptr) << name;
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(a->type, b->type) << name;
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(a->data), a->nbytes),
+              std::string(reinterpret_cast<const char*>(b->data), b->nbytes)) << name;
+  }
+  // 2 layers: use_more_bits(i, 2) holds for layer 1 (the last eighth) only; ffn_down_t follows.
+  EXPECT_EQ(type_of(*out, "blk.0.attn_q.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of(*out, "blk.0.ffn_up.weight"), DType::Q4_K);
+  EXPECT_EQ(type_of(*out, "blk.1.attn_v.weight"), DType::Q6_K);
+  EXPECT_EQ(type_of(*out, "blk.1.ffn_down.weight"), DType::Q6_K);
+  EXPECT_EQ(type_of(*out, "blk.1.ffn_down_t.weight"), DType::Q6_K);
+  EXPECT_EQ(type_of(*out, "blk.0.ffn_down_t.weight"), DType::Q4_K);
+  const auto m = Model::load(dst);
+  EXPECT_TRUE(m->is_powerinfer());
+  EXPECT_TRUE(m->has_predictors());
+}
+
+TEST(QuantizeModel, ImatrixWeighsTheKAndIq4Types) {
+  const std::string dir = test::temp_dir();
+  const std::string src = make_wide(dir);
+  calib::ImatrixOptions io;
+  for (int i = 0; i < 200; ++i) io.text += "the cat sat on a mat and ran " + std::to_string(i % 13) + ". ";
+  io.dataset_name = "cats.txt";
+  io.window = 32;
+  io.max_tokens = 128;
+  io.n_threads = 2;
+  Imatrix im = calib::collect_imatrix(Model::load(src), io);
+  const std::string path = dir + "/wide.imatrix.gguf";
+  write_imatrix(im, path);
+  for (const char* name : {"q4_k_m", "iq4_xs", "q5_0"}) {
+    const QuantizeTarget target = *parse_quantize_target(name);
+    QuantizeOptions o;
+    o.imatrix = path;
+    apply_default_mix(target, mix_shape(*gguf::GgufFile::open(src)), o);
+    const std::string dst = dir + "/wide-" + name + "-i.gguf";
+    const QuantizeReport r = quantize_model(src, dst, target, o);
+    // Every projection of the 8 layers and the output are weighted (GPTQ is q4_0's alone)
+    // but those stored as q8_0, which takes no weights (q4_k_m: the four ffn_down of the
+    // use_more_bits layers, q6_k falling back to q8_0); token_embd is looked up, so it has no
+    // entry.
+    EXPECT_EQ(r.imatrix_gptq, 0) << name;
+    const int64_t q8 = r.output_types.count(static_cast<uint32_t>(DType::Q8_0))
+                           ? r.output_types.at(static_cast<uint32_t>(DType::Q8_0)) : 0;
+    EXPECT_EQ(q8, std::string(name) == "q4_k_m" ? 4 : 0) << name;
+    EXPECT_EQ(r.imatrix_weighted, 8 * 7 + 1 - q8) << name;
+    EXPECT_EQ(r.imatrix_unweighted, 1) << name;
+    // The weights change the bytes of a weighted matrix, not of token_embd.
+    quantize_model(src, dir + "/plain.gguf", target, [&] {
+      QuantizeOptions p;
+      apply_default_mix(target, mix_shape(*gguf::GgufFile::open(src)), p);
+      return p;
+    }());
+    const auto a = gguf::GgufFile::open(dst);
+    const auto b = gguf::GgufFile::open(dir + "/plain.gguf");
+    const auto bytes = [](const gguf::GgufFile& f, const char* t) {
+      const gguf::TensorInfo* i = f.find_tensor(t);
+      return std::string(reinterpret_cast<const char*>(i->data), i->nbytes);
+    };
+    EXPECT_NE(bytes(*a, "blk.2.attn_q.weight"), bytes(*b, "blk.2.attn_q.weight")) << name;
+    EXPECT_EQ(bytes(*a, "token_embd.weight"), bytes(*b, "token_embd.weight")) << name;
+    EXPECT_NO_THROW(Model::load(dst)) << name;
+  }
+}
+
+TEST(QuantizeCli, KQuantMixReportsItsName) {
+  const std::string dir = test::temp_dir();
+  const std::string src = make_wide(dir);
+  const auto r = test::run_hearth({"quantize", src, dir + "/q4km.gguf", "Q4_K_M"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle : {"as q4_k_m", "blk.0.ffn_down.weight: row length 320 is not a multiple of 256, kept as q8_0",
+                             "blk.1.ffn_down.weight: row length 320 is not a multiple of 256, kept as q5_0",
+                             "type mix: output.weight", "as q6_k instead of q4_k"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << "\n" << r.out;
+  }
+  const auto out = gguf::GgufFile::open(dir + "/q4km.gguf");
+  EXPECT_EQ(out->get_int("general.file_type"), 15);
+  // A mix name is not a tensor type.
+  test::expect_clean_error(
+      test::run_hearth({"quantize", src, dir + "/x.gguf", "q4_k", "--output-tensor-type", "q4_k_m"}),
+      "unknown type 'q4_k_m'");
 }
 
 }  // namespace
