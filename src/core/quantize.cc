@@ -6,6 +6,7 @@
 #include "core/dequantize_blocks.h"
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/quantize_blocks.h"
 
 namespace hearth {
 namespace {
@@ -81,7 +82,7 @@ void quantize_row(DType t, const float* x, void* y, int64_t n) {
       return;
     }
     default:
-      break;
+      if (quantize_row_blocks(t, x, y, n)) return;
   }
   fail("cannot quantize to dtype id ", static_cast<uint32_t>(t));
 }

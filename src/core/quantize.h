@@ -12,7 +12,8 @@
 namespace hearth {
 
 // y = x converted to dtype t; x[n] floats, y receives row_bytes(t, n) bytes.
-// n must be a multiple of dtype_block_size(t).
+// n must be a multiple of dtype_block_size(t). The types of core/quant_blocks.h go through ggml's
+// reference algorithms (core/quantize_blocks.h), which are not promised byte-identical.
 void quantize_row(DType t, const float* x, void* y, int64_t n);
 
 // y[n] = the values of the row x stored in dtype t.
@@ -29,7 +30,8 @@ void quantize_block_q4_0(const float* x, BlockQ4_0* y);  // x[32]
 // error sum_j w_j (x_j - d q_j)^2 (quantize_search.cc; w = nullptr weighs every element 1): valid
 // blocks, never worse than ggml's reference under the same weights, not byte-identical to it.
 // `hearth quantize` writes weights with it, w from an importance matrix when given one.
-// quantize_row_search is quantize_row with it for Q4_0 (w[n] or nullptr; other types ignore w).
+// quantize_row_search is quantize_row with it for Q4_0 (w[n] or nullptr), with the weighted
+// searches of core/quantize_blocks.h for the types of core/quant_blocks.h; other types ignore w.
 void quantize_block_q4_0_search(const float* x, const float* w, BlockQ4_0* y);  // x[32], w[32]
 void quantize_row_search(DType t, const float* x, const float* w, void* y, int64_t n);
 

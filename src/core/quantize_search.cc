@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/quantize.h"
+#include "core/quantize_blocks.h"
 
 namespace hearth {
 namespace {
@@ -157,7 +158,9 @@ void quantize_block_q4_0_search(const float* x, const float* w, BlockQ4_0* y) {
 
 void quantize_row_search(DType t, const float* x, const float* w, void* y, int64_t n) {
   if (t != DType::Q4_0) {
-    quantize_row(t, x, y, n);
+    if (n % dtype_block_size(t) != 0 || !quantize_row_blocks_search(t, x, w, y, n)) {
+      quantize_row(t, x, y, n);  // checks the length; the types without a search
+    }
     return;
   }
   if (n % kQK != 0) fail("row length ", n, " is not a multiple of the q4_0 block size (32)");
