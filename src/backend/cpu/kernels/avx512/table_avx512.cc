@@ -11,6 +11,7 @@ Kernels kernels() {
   k.isa = Isa::Avx512;
   set_float_kernels(k);
   set_quant_kernels(k);
+  set_block_kernels(k);
   set_axpy_kernels(k);
   return k;
 }

@@ -1,0 +1,299 @@
+// The super-block weight formats of the block tile engine (block_tiles.h): Q2_K to Q6_K and
+// IQ4_XS, whose 256-weight super-block is exactly one activation group. Each format reads one
+// super-block per group; its integer codes, scales and mins are those of block_codes.h.
+#pragma once
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/block_tiles.h"
+
+namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
+
+template <typename B>
+struct SuperBlockFormat {
+  using Block = B;
+  static constexpr int kGroupBlocks = 1;
+  static constexpr int kTrees = 1;
+  using Act = ActPair;
+  static Act act(const ActPair& a) { return a; }
+};
+
+// Codes u in [0, 2c) standing for u - c, with per-16 scales (Q6_K: c = 32, Q3_K: c = 4): the
+// activation side carries c . x, subtracted in int16 (|u . x| and |c . x| stay below 2^15).
+template <int C>
+struct OffsetAct {
+  ActPair x;
+  __m256i off_lo, off_hi;
+  static OffsetAct make(const ActPair& a) {
+    const __m256i c = _mm256_set1_epi8(C);
+    return {a, _mm256_maddubs_epi16(c, a.lo), _mm256_maddubs_epi16(c, a.hi)};
+  }
+};
+struct ScaledPair {
+  __m256i lo, hi, sc_lo, sc_hi;
+};
+template <typename Dp, int C>
+PairSums<1> offset_products(const ScaledPair& w, const OffsetAct<C>& a) {
+  const __m256i lo = _mm256_sub_epi16(_mm256_maddubs_epi16(w.lo, a.x.lo), a.off_lo);
+  const __m256i hi = _mm256_sub_epi16(_mm256_maddubs_epi16(w.hi, a.x.hi), a.off_hi);
+  return {{Dp::scaled(lo, w.sc_lo, hi, w.sc_hi)}};
+}
+
+// Two bits per code at bits 2k of qs[32h + l] (Q2_K, Q3_K): pair p covers codes k = 2 (p % 2)
+// and k + 1 of half h = p / 2.
+inline __m256i crumbs(const uint8_t* qs, int p, int half16) {
+  const int k = 2 * (p % 2);
+  return _mm256_and_si256(two_shifts(qs + 32 * (p / 2) + 16 * half16, 2 * k, 2 * k + 2),
+                          _mm256_set1_epi8(3));
+}
+
+// Q4_K / Q5_K: the 6-bit scales and mins of the 8 sub-blocks (k4_scale_min), unpacked four at a
+// time in general-purpose registers, as floats in lane order.
+struct K4Scales {
+  __m256 scale, min;
+};
+inline K4Scales k4_lane_scales(const uint8_t* q) {
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  const uint64_t scales = (a & k6) | static_cast<uint64_t>((c & k4) | ((a >> 6) & k2) << 4) << 32;
+  const uint64_t mins =
+      (b & k6) | static_cast<uint64_t>(((c >> 4) & k4) | ((b >> 6) & k2) << 4) << 32;
+  return {lane_floats(scales), lane_floats(mins)};
+}
+
+// Q4_K / Q5_K after the tree: isum = s * qx, msum = m * (block quant sum).
+struct K4Group {
+  __m256 scale, min, d, neg_dmin;
+  template <typename Block>
+  static K4Group make(const Block* b) {
+    const K4Scales s = k4_lane_scales(b->scales);
+    return {s.scale, s.min, broadcast_f16(b->d), _mm256_set1_ps(-half_to_float(b->dmin))};
+  }
+  __m256 finish(__m256i qx, __m256 dx, __m256i xs, __m256 acc) const {
+    acc = fma_term(_mm256_mul_ps(_mm256_cvtepi32_ps(qx), scale), d, dx, acc);
+    return fma_term(_mm256_mul_ps(min, _mm256_cvtepi32_ps(xs)), neg_dmin, dx, acc);
+  }
+};
+
+template <typename Block>
+struct K4BlockGroup {
+  const Block* b;
+  K4Group f;
+  static K4BlockGroup make(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const Block*>(w);
+    return {b, K4Group::make(b)};
+  }
+};
+
+struct NibblePair {
+  __m256i lo, hi;
+};
+
+// What Q4_K and Q5_K share: nibble-sized codes with per-32 scales and mins.
+template <typename Dp, typename B>
+struct K4Format : SuperBlockFormat<B> {
+  using Group = K4BlockGroup<B>;
+  using Pair = NibblePair;
+  using Act = ActPair;
+  static Group group(const uint8_t* w) { return Group::make(w); }
+  // Both halves' int16 sums stay within 4 * 31 * 127.
+  static PairSums<1> products(const Pair& w, const Act& a) {
+    return {{Dp::dot_narrow(w.lo, a.lo, w.hi, a.hi)}};
+  }
+  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs, __m256 acc) {
+    return g.f.finish(s[0], dx, xs, acc);
+  }
+};
+
+template <typename Dp>
+struct FormatQ4_K : K4Format<Dp, BlockQ4_K> {
+  using Group = K4BlockGroup<BlockQ4_K>;
+  // Sub-block 2p is the low nibbles of qs[32p..32p+31], sub-block 2p + 1 the high ones.
+  static NibblePair pair(const Group& g, int p) {
+    return {unpack_nibbles(g.b->qs + 32 * p), unpack_nibbles(g.b->qs + 32 * p + 16)};
+  }
+};
+
+template <typename Dp>
+struct FormatQ5_K : K4Format<Dp, BlockQ5_K> {
+  using Group = K4BlockGroup<BlockQ5_K>;
+  // Q4_K's nibbles plus bit 2p (sub-block 2p) or 2p + 1 (sub-block 2p + 1) of qh[l] as bit 4.
+  static NibblePair pair(const Group& g, int p) {
+    const BlockQ5_K* b = g.b;
+    const auto fifth = [&](int half16) {
+      const __m256i bits = two_shifts(b->qh + 16 * half16, 2 * p, 2 * p + 1);
+      return _mm256_slli_epi16(_mm256_and_si256(bits, _mm256_set1_epi8(1)), 4);
+    };
+    return {_mm256_or_si256(unpack_nibbles(b->qs + 32 * p), fifth(0)),
+            _mm256_or_si256(unpack_nibbles(b->qs + 32 * p + 16), fifth(1))};
+  }
+};
+
+// What Q6_K and Q3_K share: offset codes (OffsetAct) with per-16 int8 scales and one f16 d.
+template <typename Dp, typename B, int C>
+struct OffsetFormat : SuperBlockFormat<B> {
+  struct Group {
+    const B* b;
+    __m256i scales;
+    __m256 d;
+    // The block at w with its 16 scales (int8, sub-block order).
+    static Group make(const uint8_t* w, __m128i (*scale_bytes)(const B&)) {
+      const auto* b = reinterpret_cast<const B*>(w);
+      return {b, sub16_scales(scale_bytes(*b)), broadcast_f16(b->d)};
+    }
+    // Pair p's codes, with the scales of its halves.
+    ScaledPair with_scales(__m256i lo, __m256i hi, int p) const {
+      return {lo, hi, scale16(scales, 2 * p), scale16(scales, 2 * p + 1)};
+    }
+  };
+  using Pair = ScaledPair;
+  using Act = OffsetAct<C>;
+  static Act act(const ActPair& a) { return Act::make(a); }
+  static PairSums<1> products(const Pair& w, const Act& a) { return offset_products<Dp>(w, a); }
+  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
+    return fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+  }
+};
+
+template <typename Dp>
+struct FormatQ6_K : OffsetFormat<Dp, BlockQ6_K, 32> {
+  using Group = typename OffsetFormat<Dp, BlockQ6_K, 32>::Group;
+  static __m128i scale_bytes(const BlockQ6_K& b) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+  }
+  static Group group(const uint8_t* w) { return Group::make(w, scale_bytes); }
+  // Pair p: codes k = 2 (p % 2) and k + 1 of half h = p / 2; their low 4 bits are the low
+  // (p even) or high nibbles of ql[64h + l] and ql[64h + 32 + l], the top 2 bits at bits 2k and
+  // 2k + 2 of qh[32h + l].
+  static ScaledPair pair(const Group& g, int p) {
+    const uint8_t* ql = g.b->ql + 64 * (p / 2);
+    const uint8_t* qh = g.b->qh + 32 * (p / 2);
+    const int k = 2 * (p % 2);
+    const auto codes = [&](int half16) {
+      const __m256i low = low_nibbles(
+          _mm256_srli_epi16(load_halves(ql + 16 * half16, ql + 32 + 16 * half16), 2 * k));
+      const __m256i top = _mm256_and_si256(two_shifts(qh + 16 * half16, 2 * k, 2 * k + 2),
+                                           _mm256_set1_epi8(3));
+      return _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+    };
+    return g.with_scales(codes(0), codes(1), p);
+  }
+};
+
+template <typename Dp>
+struct FormatQ3_K : OffsetFormat<Dp, BlockQ3_K, 4> {
+  using Group = typename OffsetFormat<Dp, BlockQ3_K, 4>::Group;
+  // The 16 6-bit scales (q3k_scale) minus 32, unpacked four at a time.
+  static __m128i scale_bytes(const BlockQ3_K& b) {
+    uint32_t lo, mid, hi;
+    std::memcpy(&lo, b.scales, 4);
+    std::memcpy(&mid, b.scales + 4, 4);
+    std::memcpy(&hi, b.scales + 8, 4);
+    constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    const __m128i sc = _mm_setr_epi32(static_cast<int>((lo & k4) | (hi & k2) << 4),
+                                      static_cast<int>((mid & k4) | ((hi >> 2) & k2) << 4),
+                                      static_cast<int>(((lo >> 4) & k4) | ((hi >> 4) & k2) << 4),
+                                      static_cast<int>(((mid >> 4) & k4) | ((hi >> 6) & k2) << 4));
+    return _mm_sub_epi8(sc, _mm_set1_epi8(32));
+  }
+  static Group group(const uint8_t* w) { return Group::make(w, scale_bytes); }
+  // Codes q2 | hbit << 2 in [0, 8), standing for the signed code + 4.
+  static ScaledPair pair(const Group& g, int p) {
+    const auto codes = [&](int half16) {
+      const __m256i hbit = _mm256_and_si256(two_shifts(g.b->hmask + 16 * half16, 2 * p, 2 * p + 1),
+                                            _mm256_set1_epi8(1));
+      return _mm256_or_si256(crumbs(g.b->qs, p, half16), _mm256_slli_epi16(hbit, 2));
+    };
+    return g.with_scales(codes(0), codes(1), p);
+  }
+};
+
+// Q2_K's mins are per 16 weights, so msum needs the activations' 16-quant sums, which the stored
+// per-block sums do not give: a second tree sums m . (1 . x).
+template <typename Dp>
+struct FormatQ2_K : SuperBlockFormat<BlockQ2_K> {
+  static constexpr int kTrees = 2;
+  struct Group {
+    const BlockQ2_K* b;
+    __m256i scales, mins;
+    __m256 d, neg_dmin;
+  };
+  struct Pair {
+    ScaledPair q;
+    __m256i m_lo, m_hi;
+  };
+  struct Act {
+    ActPair x;
+    __m256i sum_lo, sum_hi;
+  };
+  static Act act(const ActPair& a) {
+    const __m256i one = _mm256_set1_epi8(1);
+    return {a, _mm256_maddubs_epi16(one, a.lo), _mm256_maddubs_epi16(one, a.hi)};
+  }
+  static Group group(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
+    const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    return {b, sub16_scales(_mm_and_si128(sm, low4)),
+            sub16_scales(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)), broadcast_f16(b->d),
+            _mm256_set1_ps(-half_to_float(b->dmin))};
+  }
+  static Pair pair(const Group& g, int p) {
+    return {{crumbs(g.b->qs, p, 0), crumbs(g.b->qs, p, 1), scale16(g.scales, 2 * p),
+             scale16(g.scales, 2 * p + 1)},
+            scale16(g.mins, 2 * p),
+            scale16(g.mins, 2 * p + 1)};
+  }
+  static PairSums<2> products(const Pair& w, const Act& a) {
+    return {{Dp::scaled(_mm256_maddubs_epi16(w.q.lo, a.x.lo), w.q.sc_lo,
+                        _mm256_maddubs_epi16(w.q.hi, a.x.hi), w.q.sc_hi),
+             Dp::scaled(a.sum_lo, w.m_lo, a.sum_hi, w.m_hi)}};
+  }
+  static __m256 finish(const Group& g, const __m256i (&s)[2], __m256 dx, __m256i, __m256 acc) {
+    acc = fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+    return fma_term(_mm256_cvtepi32_ps(s[1]), g.neg_dmin, dx, acc);
+  }
+};
+
+template <typename Dp>
+struct FormatIQ4_XS : SuperBlockFormat<BlockIQ4_XS> {
+  struct Group {
+    const BlockIQ4_XS* b;
+    __m256 scale, d;
+  };
+  using Pair = NibblePair;
+  // Sub-block i's scale: bits 4i of scales_l (as one 32-bit word) and bits 2i of scales_h,
+  // minus 32; shifted per lane so they come out in lane order.
+  static Group group(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const BlockIQ4_XS*>(w);
+    uint32_t low;
+    std::memcpy(&low, b->scales_l, 4);
+    const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i l4 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_slli_epi32(order, 2)),
+        _mm256_set1_epi32(15));
+    const __m256i h2 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_slli_epi32(order, 1)),
+        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_or_si256(l4, _mm256_slli_epi32(h2, 4));
+    return {b, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))),
+            broadcast_f16(b->d)};
+  }
+  // Sub-blocks 2p and 2p + 1 are qs[32p..32p+31]: low nibbles the first 16 weights of each.
+  static Pair pair(const Group& g, int p) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.b->qs + 32 * p));
+    return {iq4_values(low_nibbles(v)), iq4_values(high_nibbles(v))};
+  }
+  static PairSums<1> products(const Pair& w, const Act& a) {
+    return {{signed_products<Dp>(w.lo, w.hi, a)}};
+  }
+  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
+    return fma_term(_mm256_mul_ps(_mm256_cvtepi32_ps(s[0]), g.scale), g.d, dx, acc);
+  }
+};
+
+}  // namespace HEARTH_AVX2_ABI
+}  // namespace hearth::cpu::avx2

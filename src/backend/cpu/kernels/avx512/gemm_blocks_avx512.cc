@@ -1,0 +1,33 @@
+// The block types of core/quant_blocks.h with AVX512-VNNI: the AVX2 block tile engine
+// (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd (u8 x s8, 4 products into an
+// int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
+// exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
+#include "backend/cpu/kernels/avx512/avx512_kernels.h"
+
+// Last, in their own block: they switch on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/block_formats.h"
+#include "backend/cpu/kernels/avx512/avx512_util.h"
+
+namespace hearth::cpu::avx512 {
+namespace {
+
+struct Dp {
+  static __m256i dot_narrow(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+  }
+  // No int16 stage to overflow: the same instructions as dot_narrow.
+  static __m256i dot_wide(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+    return dot_narrow(u0, s0, u1, s1);
+  }
+  static __m256i scaled(__m256i p0, __m256i c0, __m256i p1, __m256i c1) {
+    return _mm256_dpwssd_epi32(_mm256_madd_epi16(p0, c0), p1, c1);
+  }
+};
+
+}  // namespace
+
+void set_block_kernels(Kernels& k) {
+  avx2::set_block_format_kernels<Dp>(k);
+}
+
+}  // namespace hearth::cpu::avx512
