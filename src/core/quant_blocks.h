@@ -89,6 +89,9 @@ static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
+// The accessors below are `static`, like core/fp16.h: vector kernel files include this header
+// too, and with plain inline linkage the linker could hand scalar callers their AVX-encoded copy.
+
 // The IQ4 code book: 16 levels, denser near zero, as ggml defines it.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
@@ -99,7 +102,7 @@ inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22,
 struct ScaleMin {
   uint8_t scale, min;
 };
-constexpr ScaleMin k4_scale_min(const uint8_t* q, int j) {
+static constexpr ScaleMin k4_scale_min(const uint8_t* q, int j) {
   if (j < 4) return {static_cast<uint8_t>(q[j] & 63), static_cast<uint8_t>(q[j + 4] & 63)};
   return {static_cast<uint8_t>((q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4)),
           static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4))};
@@ -107,14 +110,14 @@ constexpr ScaleMin k4_scale_min(const uint8_t* q, int j) {
 
 // The 6-bit scale (0..63, before the -32) of sub-block j (0..15) of Q3_K: its low 4 bits are a
 // nibble of byte j % 8 (low for j < 8), its high 2 bits are bits 2 (j / 4) of byte 8 + j % 4.
-constexpr int q3k_scale(const uint8_t* s, int j) {
+static constexpr int q3k_scale(const uint8_t* s, int j) {
   const int low = (s[j % 8] >> (j < 8 ? 0 : 4)) & 0xf;
   const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
   return low | high << 4;
 }
 
 // Q6_K's 6-bit code (0..63, before the -32) of weight i (0..255).
-constexpr int q6k_code(const BlockQ6_K& b, int i) {
+static constexpr int q6k_code(const BlockQ6_K& b, int i) {
   const int h = i / 128, k = (i % 128) / 32, l = i % 32;
   const uint8_t lo = b.ql[64 * h + l + 32 * (k & 1)];
   const int low = k < 2 ? lo & 0xf : lo >> 4;
@@ -122,31 +125,31 @@ constexpr int q6k_code(const BlockQ6_K& b, int i) {
 }
 
 // Q2_K's 2-bit code of weight i; Q3_K's signed code (-4..3) of weight i.
-constexpr int q2k_code(const uint8_t* qs, int i) {
+static constexpr int q2k_code(const uint8_t* qs, int i) {
   return (qs[32 * (i / 128) + i % 32] >> (2 * ((i % 128) / 32))) & 3;
 }
-constexpr int q3k_code(const BlockQ3_K& b, int i) {
+static constexpr int q3k_code(const BlockQ3_K& b, int i) {
   const int high = (b.hmask[i % 32] >> (i / 32)) & 1;
   return q2k_code(b.qs, i) - (high ? 0 : 4);
 }
 
 // Q4_K's nibble of weight i; Q5_K's 5-bit code of weight i.
-constexpr int q4k_code(const uint8_t* qs, int i) {
+static constexpr int q4k_code(const uint8_t* qs, int i) {
   const uint8_t byte = qs[32 * (i / 64) + i % 32];
   return (i % 64) < 32 ? byte & 0xf : byte >> 4;
 }
-constexpr int q5k_code(const BlockQ5_K& b, int i) {
+static constexpr int q5k_code(const BlockQ5_K& b, int i) {
   return q4k_code(b.qs, i) | ((b.qh[i % 32] >> (i / 32)) & 1) << 4;
 }
 
 // The 5-bit code of weight j (0..31) of a Q5_0 / Q5_1 block (qh read little-endian).
-constexpr int q5_code(const uint8_t* qs, const uint8_t* qh, int j) {
+static constexpr int q5_code(const uint8_t* qs, const uint8_t* qh, int j) {
   const int nibble = j < 16 ? qs[j] & 0xf : qs[j - 16] >> 4;
   return nibble | ((qh[j / 8] >> (j % 8)) & 1) << 4;
 }
 
 // The 6-bit scale (0..63, before the -32) of sub-block i (0..7) of IQ4_XS.
-constexpr int iq4xs_scale(const BlockIQ4_XS& b, int i) {
+static constexpr int iq4xs_scale(const BlockIQ4_XS& b, int i) {
   return ((b.scales_l[i / 2] >> (4 * (i & 1))) & 0xf) | ((b.scales_h >> (2 * i)) & 3) << 4;
 }
 

@@ -203,17 +203,18 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
       return axpy_chunked(ctx, k, wb, ldw, cols, idx, n_idx, a, chunks, bounds, y);
     }
   }
-  // Threads own disjoint output columns, in whole blocks (so a quantized row slice starts at a
-  // block), and each sums its elements alone in ascending j: no merge, no race, and the same
+  // Threads own disjoint output columns, in whole blocks of 32 or of the type's own (so a
+  // quantized row slice starts at a block), and each sums its elements alone in ascending j: no merge, no race, and the same
   // bits for any thread count. Several tokens reuse each decoded weight vector, which hides the
   // shorter streams.
-  const int64_t chunks = (cols + kQK - 1) / kQK;
+  const int64_t block = std::max(kQK, dtype_block_size(wtype));
+  const int64_t chunks = (cols + block - 1) / block;
   const int used = std::min<int>(threads_for(ctx, n_idx * static_cast<int64_t>(ldw)),
                                  static_cast<int>(std::min<int64_t>(chunks, ctx.n_threads())));
   auto task = [&](int ith, int) {
     if (ith >= used) return;
     const auto [ch0, ch1] = cpu::split_range(chunks, ith, used);
-    const int64_t c0 = ch0 * kQK, c1 = std::min(ch1 * kQK, cols);
+    const int64_t c0 = ch0 * block, c1 = std::min(ch1 * block, cols);
     if (c1 <= c0) return;
     for (int64_t t = 0; t < n; ++t) {
       std::memset(y + t * cols + c0, 0, static_cast<size_t>(c1 - c0) * sizeof(float));

@@ -61,6 +61,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+std::vector<int32_t> read_ids(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::vector<int32_t> ids;
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
 void write_file(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary);
   out << data;

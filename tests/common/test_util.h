@@ -29,6 +29,8 @@ std::optional<std::string> shared_dir();
 std::string temp_dir();
 
 std::string read_file(const std::string& path);
+// Whitespace-separated token ids (the models' *.ids golden files).
+std::vector<int32_t> read_ids(const std::string& path);
 void write_file(const std::string& path, const std::string& data);
 std::string trim(const std::string& s);
 // Splits s at every occurrence of sep (n separators give n + 1 parts).

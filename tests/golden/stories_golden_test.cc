@@ -14,12 +14,7 @@
 namespace hearth {
 namespace {
 
-std::vector<int32_t> read_ids(const std::string& path) {
-  std::istringstream in(test::read_file(path));
-  std::vector<int32_t> ids;
-  for (int32_t id; in >> id;) ids.push_back(id);
-  return ids;
-}
+using test::read_ids;
 
 std::vector<int32_t> greedy(const std::string& model_path, int n, const SessionOptions& options) {
   return test::greedy_ids(Model::load(model_path), n, options);

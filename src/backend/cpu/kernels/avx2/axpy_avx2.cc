@@ -12,6 +12,7 @@
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/dtype.h"
+#include "core/quant_blocks.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/float_loads.h"
@@ -71,6 +72,102 @@ struct DecodeQ4_0 {
       const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(u, 4));
       out[k] = _mm256_fmadd_ps(lo, d, minus_8d);
       out[k + 2] = _mm256_fmadd_ps(hi, d, minus_8d);
+    }
+  }
+};
+
+// K-quant rows 32 columns (one sub-block) at a time, from the sub-block's scale (and min) in the
+// super-block header: d * sc and dmin * m are formed as dequantize_row forms them, then each
+// weight is one FMA (q * d1 - m1, a single rounding where the reference has two) or, for Q6_K,
+// (d * sc) * (q - 32), the reference's own two products.
+template <typename Block>
+const Block& k_block(const uint8_t* row, int64_t c, int& sub) {
+  sub = static_cast<int>(c % kQK_K) / kQK;
+  return reinterpret_cast<const Block*>(row)[c / kQK_K];
+}
+
+// 32 unsigned bytes -> 4 vectors of 8 floats, each q * d1 - m1.
+inline void bytes_to_floats(__m256i q, __m256 d1, __m256 m1, __m256* out) {
+  const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int k = 0; k < 4; ++k) {
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(parts[k]));
+    out[k] = _mm256_fmsub_ps(f, d1, m1);
+  }
+}
+
+// The 4-bit codes of sub-block `sub` of a Q4_K / Q5_K super-block: 32 bytes of qs, low or high
+// nibbles.
+inline __m256i k4_nibbles(const uint8_t* qs, int sub) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (sub / 2)));
+  const __m256i shifted = (sub & 1) ? _mm256_srli_epi16(bytes, 4) : bytes;
+  return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+}
+
+template <typename Block>
+void k4_factors(const Block& b, int sub, __m256& d1, __m256& m1) {
+  const ScaleMin sm = k4_scale_min(b.scales, sub);
+  d1 = _mm256_set1_ps(half_to_float(b.d) * static_cast<float>(sm.scale));
+  m1 = _mm256_set1_ps(half_to_float(b.dmin) * static_cast<float>(sm.min));
+}
+
+struct DecodeQ4_K {
+  static constexpr int kVecs = 4;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_K) / 8;
+  using Acc1 = void;
+  static void run(const uint8_t* row, int64_t c, __m256* out) {
+    int sub;
+    const BlockQ4_K& b = k_block<BlockQ4_K>(row, c, sub);
+    __m256 d1, m1;
+    k4_factors(b, sub, d1, m1);
+    bytes_to_floats(k4_nibbles(b.qs, sub), d1, m1, out);
+  }
+};
+
+struct DecodeQ5_K {
+  static constexpr int kVecs = 4;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ5_K) / 8;
+  using Acc1 = void;
+  static void run(const uint8_t* row, int64_t c, __m256* out) {
+    int sub;
+    const BlockQ5_K& b = k_block<BlockQ5_K>(row, c, sub);
+    __m256 d1, m1;
+    k4_factors(b, sub, d1, m1);
+    // Bit `sub` of each qh byte, moved to bit 4 of the code.
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    const __m256i bit = _mm256_and_si256(qh, _mm256_set1_epi8(static_cast<char>(1 << sub)));
+    const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(bit, _mm256_setzero_si256()),
+                                          _mm256_set1_epi8(16));
+    const __m256i codes = _mm256_xor_si256(k4_nibbles(b.qs, sub), _mm256_set1_epi8(16));
+    bytes_to_floats(_mm256_xor_si256(codes, high), d1, m1, out);
+  }
+};
+
+struct DecodeQ6_K {
+  static constexpr int kVecs = 4;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ6_K) / 8;
+  using Acc1 = void;
+  static void run(const uint8_t* row, int64_t c, __m256* out) {
+    int sub;
+    const BlockQ6_K& b = k_block<BlockQ6_K>(row, c, sub);
+    const int h = sub / 4, k = sub % 4;
+    const __m256i ql = _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32 * (k & 1)));
+    const __m256i low = _mm256_and_si256(k < 2 ? ql : _mm256_srli_epi16(ql, 4),
+                                         _mm256_set1_epi8(0x0f));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), _mm256_set1_epi8(3));
+    const __m256i codes = _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+    const float d = half_to_float(b.d);
+    // Sub-blocks of 16: the first two vectors take one scale, the last two the next.
+    const __m256 d_lo = _mm256_set1_ps(d * static_cast<float>(b.scales[2 * sub]));
+    const __m256 d_hi = _mm256_set1_ps(d * static_cast<float>(b.scales[2 * sub + 1]));
+    const __m256i q = _mm256_sub_epi8(codes, _mm256_set1_epi8(32));
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int v = 0; v < 4; ++v) {
+      const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[v]));
+      out[v] = _mm256_mul_ps(v < 2 ? d_lo : d_hi, f);
     }
   }
 };
@@ -334,6 +431,11 @@ void set_axpy_kernels(Kernels& k) {
   k.q8_0.axpy = axpy<DecodeQ8_0>;
   k.q4_0.axpy = axpy_q4_0;
   k.q4_0.axpy_parts = axpy_q4_0_parts;
+  // The K-quants a neuron-major down of a K-quant file takes (the others keep the scalar
+  // reference of generic::set_block_kernels).
+  k.q4_k.axpy = axpy<DecodeQ4_K>;
+  k.q5_k.axpy = axpy<DecodeQ5_K>;
+  k.q6_k.axpy = axpy<DecodeQ6_K>;
 }
 
 }  // namespace hearth::cpu::avx2

@@ -15,10 +15,10 @@ Kernels kernels() {
   k.q4_0 = {ActFormat::Q8, quantize_act_q8, q4_0_to_float};
   set_float_kernels(k);
   set_quant_kernels(k);
-  set_axpy_kernels(k);
   // The block types start from the scalar references; vectorized entries replace them.
   generic::set_block_kernels(k);
   set_block_kernels(k);
+  set_axpy_kernels(k);
   for (WeightKernels* w : {&k.q2_k, &k.q3_k, &k.q4_k, &k.q5_k, &k.q6_k, &k.iq4_xs}) {
     w->to_act = quantize_act_q8k;
   }
