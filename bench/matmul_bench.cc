@@ -1,8 +1,15 @@
 // matvec (decode, memory-bound: bytes/s of weights is the figure of merit) and matmul (prompt
 // processing, compute-bound: FLOP/s) for every dtype at Llama-7B-like shapes scaled to 2048, and
 // the q, k, v projections of one decode step, separate or as one matmul_parts.
+// The block types (Q4_1 ... IQ4_XS) run matvec at a decode-like 4096 x 4096, against Q4_0 and
+// Q8_0 at the same shape.
 // Args: {rows, cols, threads} for matvec, {rows, cols, tokens, threads} for matmul.
 #include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
 
 #include "backend/cpu/context.h"
 #include "bench_util.h"
@@ -11,10 +18,34 @@
 namespace hearth::bench {
 namespace {
 
-void bm_matvec(benchmark::State& state, DType t) {
+// Cold copies of a random weight matrix of a block type, made without a quantizer: random bytes
+// with bit 6 of every byte clear, so each f16 factor (whose bit 14 that is) is finite. Matvec's
+// speed does not depend on the values.
+struct RandomBlockSet {
+  std::vector<std::vector<uint8_t>> copies;
+  size_t matrix_bytes = 0;
+  const uint8_t* get(size_t i) const { return copies[i % copies.size()].data(); }
+};
+const RandomBlockSet& random_block_weights(DType t, int64_t rows, int64_t cols) {
+  static std::tuple<DType, int64_t, int64_t> key;
+  static std::unique_ptr<RandomBlockSet> set;
+  if (!set || key != std::make_tuple(t, rows, cols)) {
+    set = std::make_unique<RandomBlockSet>();
+    key = {t, rows, cols};
+    set->matrix_bytes = static_cast<size_t>(rows * row_bytes(t, cols));
+    std::vector<uint8_t> first(set->matrix_bytes);
+    std::mt19937 rng(7);
+    for (auto& b : first) b = static_cast<uint8_t>(rng() & 0xbf);
+    const size_t n = (kColdBytes + set->matrix_bytes - 1) / set->matrix_bytes;
+    set->copies.assign(n, first);
+  }
+  return *set;
+}
+
+template <typename Weights>
+void run_matvec(benchmark::State& state, DType t, const Weights& w) {
   const int64_t rows = state.range(0), cols = state.range(1);
   cpu::CpuContext ctx(static_cast<int>(state.range(2)));
-  const WeightSet& w = cached_weights(t, rows, cols, kColdBytes);
   const auto x = random_activations(cols, 1);
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
@@ -26,6 +57,13 @@ void bm_matvec(benchmark::State& state, DType t) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols),
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
+void bm_matvec(benchmark::State& state, DType t) {
+  run_matvec(state, t, cached_weights(t, state.range(0), state.range(1), kColdBytes));
+}
+void bm_matvec_blocks(benchmark::State& state, DType t) {
+  run_matvec(state, t, random_block_weights(t, state.range(0), state.range(1)));
 }
 
 // Products of n tokens; with `cold` the matrices cycle through kColdBytes so the weights stream
@@ -95,6 +133,13 @@ void matvec_args(benchmark::internal::Benchmark* b) {
   b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
+// Decode of a 7B-like layer: 4096 x 4096.
+void decode_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "threads"});
+  for (int threads : {1, 2}) b->Args({4096, 4096, threads});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
 void qkv_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"shared", "threads"});
   for (int threads : {1, 2}) {
@@ -127,6 +172,19 @@ BENCHMARK_CAPTURE(bm_matvec, f16, DType::F16)->Apply(matvec_args);
 BENCHMARK_CAPTURE(bm_matvec, bf16, DType::BF16)->Apply(matvec_args);
 BENCHMARK_CAPTURE(bm_matvec, q8_0, DType::Q8_0)->Apply(matvec_args);
 BENCHMARK_CAPTURE(bm_matvec, q4_0, DType::Q4_0)->Apply(matvec_args);
+
+BENCHMARK_CAPTURE(bm_matvec, q8_0_decode, DType::Q8_0)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec, q4_0_decode, DType::Q4_0)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q4_1, DType::Q4_1)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q5_0, DType::Q5_0)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q5_1, DType::Q5_1)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, iq4_nl, DType::IQ4_NL)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q2_k, DType::Q2_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q3_k, DType::Q3_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q4_k, DType::Q4_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q5_k, DType::Q5_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, q6_k, DType::Q6_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_blocks, iq4_xs, DType::IQ4_XS)->Apply(decode_args);
 
 BENCHMARK_CAPTURE(bm_matmul, f32, DType::F32)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, f16, DType::F16)->Apply(matmul_args);
