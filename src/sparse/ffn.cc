@@ -463,9 +463,16 @@ void FfnExecutor::down_sparse(cpu::CpuContext& ctx, const FfnWeights& w, const f
   const int64_t n_ff = shape_.n_ff;
   const int32_t* idx = idx_.data();
   const Matrix& dt = *w.down_t;
-  if (w.down && w.down->present() && k > axpy_crossover(dt.type) * n_ff) {
-    // Dense enough that streaming all of ffn_down beats the axpy: scatter a into a full,
-    // mostly zero activation vector per token.
+  // Oracle mode over a quantized ffn_down reads it as dense decoding does: the dense product
+  // rounds the activations to 8 bits per block before meeting the weights, which no
+  // neuron-major copy can reproduce, and the oracle is the exact reference (its skipped neurons
+  // are exact zeros, so the result is the dense one bit for bit).
+  const bool as_dense = w.down && w.down->present() &&
+                        ((mode_.mode == SparseMode::Oracle && dtype_block_size(w.down->type) > 1) ||
+                         k > axpy_crossover(dt.type) * n_ff);
+  if (as_dense) {
+    // Dense enough that streaming all of ffn_down beats the axpy (or the oracle above): scatter
+    // a into a full, mostly zero activation vector per token.
     float* const full = gate_.data();
     std::fill(full, full + n * n_ff, 0.0f);
     for (int64_t t = 0; t < n; ++t) {

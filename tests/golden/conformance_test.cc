@@ -87,9 +87,8 @@ TEST_P(ConformanceFile, GreedyTextAgreesWithLlamaCpp) {
 
 // The ReGLU model widened the same way (no llama.cpp reference: llama.cpp runs it as SwiGLU).
 // Its F16 file generates the original model's golden text, and on the K-quant files oracle mode,
-// which skips the neurons whose activation is exactly zero and reads the rest through the
-// neuron-major Q8_0 copy of ffn_down, generates the dense text and costs at most 0.5% of
-// perplexity.
+// which skips the neurons whose activation is exactly zero, generates the dense text and scores
+// the dense perplexity.
 TEST(ConformanceRelu, F16GeneratesTheReluGoldenText) {
   HEARTH_REQUIRE_SHARED(shared);
   const auto model = Model::load(shared + "/conformance/stories260K-w256-relu-F16.gguf");
