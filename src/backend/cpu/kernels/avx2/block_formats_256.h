@@ -39,12 +39,28 @@ PairSums<1> offset_products(const ScaledPair& w, const OffsetAct<C>& a) {
   return {{Dp::scaled(lo, w.sc_lo, hi, w.sc_hi)}};
 }
 
-// Two bits per code at bits 2k of qs[32h + l] (Q2_K, Q3_K): pair p covers codes k = 2 (p % 2)
-// and k + 1 of half h = p / 2.
-inline __m256i crumbs(const uint8_t* qs, int p, int half16) {
-  const int k = 2 * (p % 2);
-  return _mm256_and_si256(two_shifts(qs + 32 * (p / 2) + 16 * half16, 2 * k, 2 * k + 2),
-                          _mm256_set1_epi8(3));
+// Two blocks' codes in the activation pair's layout.
+struct CodePair {
+  __m256i lo, hi;
+};
+
+// Q2_K / Q3_K's 2-bit codes (bits 2k of qs[32h + l]) of blocks 2p and 2p + 1, which are codes
+// k = 2 (p % 2) and k + 1 of half h = p / 2: all 32 of each block, in weight order.
+struct BlockCodes2 {
+  __m256i first, second;
+};
+inline BlockCodes2 crumbs(const uint8_t* qs, int p) {
+  const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * (p / 2)));
+  const int shift = 4 * (p % 2);
+  const __m256i mask = _mm256_set1_epi8(3);
+  return {_mm256_and_si256(_mm256_srli_epi16(q, shift), mask),
+          _mm256_and_si256(_mm256_srli_epi16(q, shift + 2), mask)};
+}
+// Two blocks' codes in weight order, rearranged as the activation pair (lo: the first 16 of
+// each, hi: the last 16).
+inline CodePair interleave(const BlockCodes2& c) {
+  return {_mm256_permute2x128_si256(c.first, c.second, 0x20),
+          _mm256_permute2x128_si256(c.first, c.second, 0x31)};
 }
 
 // Q4_K / Q5_K: the 6-bit scales and mins of the 8 sub-blocks (k4_scale_min), unpacked four at a
@@ -88,15 +104,11 @@ struct K4BlockGroup {
   }
 };
 
-struct NibblePair {
-  __m256i lo, hi;
-};
-
 // What Q4_K and Q5_K share: nibble-sized codes with per-32 scales and mins.
 template <typename Dp, typename B>
 struct K4Format : SuperBlockFormat<B> {
   using Group = K4BlockGroup<B>;
-  using Pair = NibblePair;
+  using Pair = CodePair;
   using Act = ActPair;
   static Group group(const uint8_t* w) { return Group::make(w); }
   // Both halves' int16 sums stay within 4 * 31 * 127.
@@ -112,7 +124,7 @@ template <typename Dp>
 struct FormatQ4_K : K4Format<Dp, BlockQ4_K> {
   using Group = K4BlockGroup<BlockQ4_K>;
   // Sub-block 2p is the low nibbles of qs[32p..32p+31], sub-block 2p + 1 the high ones.
-  static NibblePair pair(const Group& g, int p) {
+  static CodePair pair(const Group& g, int p) {
     return {unpack_nibbles(g.b->qs + 32 * p), unpack_nibbles(g.b->qs + 32 * p + 16)};
   }
 };
@@ -121,7 +133,7 @@ template <typename Dp>
 struct FormatQ5_K : K4Format<Dp, BlockQ5_K> {
   using Group = K4BlockGroup<BlockQ5_K>;
   // Q4_K's nibbles plus bit 2p (sub-block 2p) or 2p + 1 (sub-block 2p + 1) of qh[l] as bit 4.
-  static NibblePair pair(const Group& g, int p) {
+  static CodePair pair(const Group& g, int p) {
     const BlockQ5_K* b = g.b;
     const auto fifth = [&](int half16) {
       const __m256i bits = two_shifts(b->qh + 16 * half16, 2 * p, 2 * p + 1);
@@ -200,14 +212,19 @@ struct FormatQ3_K : OffsetFormat<Dp, BlockQ3_K, 4> {
     return _mm_sub_epi8(sc, _mm_set1_epi8(32));
   }
   static Group group(const uint8_t* w) { return Group::make(w, scale_bytes); }
-  // Codes q2 | hbit << 2 in [0, 8), standing for the signed code + 4.
+  // Codes q2 | hbit << 2 in [0, 8), standing for the signed code + 4; hbit is bit 2p (block 2p)
+  // or 2p + 1 of hmask[l], moved to bit 2.
   static ScaledPair pair(const Group& g, int p) {
-    const auto codes = [&](int half16) {
-      const __m256i hbit = _mm256_and_si256(two_shifts(g.b->hmask + 16 * half16, 2 * p, 2 * p + 1),
-                                            _mm256_set1_epi8(1));
-      return _mm256_or_si256(crumbs(g.b->qs, p, half16), _mm256_slli_epi16(hbit, 2));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.b->hmask));
+    const auto hbit = [&](int j) {
+      const __m256i at2 = j >= 2 ? _mm256_srli_epi16(h, j - 2) : _mm256_slli_epi16(h, 2 - j);
+      return _mm256_and_si256(at2, _mm256_set1_epi8(4));
     };
-    return g.with_scales(codes(0), codes(1), p);
+    BlockCodes2 c = crumbs(g.b->qs, p);
+    c.first = _mm256_or_si256(c.first, hbit(2 * p));
+    c.second = _mm256_or_si256(c.second, hbit(2 * p + 1));
+    const CodePair codes = interleave(c);
+    return g.with_scales(codes.lo, codes.hi, p);
   }
 };
 
@@ -242,8 +259,8 @@ struct FormatQ2_K : SuperBlockFormat<BlockQ2_K> {
             _mm256_set1_ps(-half_to_float(b->dmin))};
   }
   static Pair pair(const Group& g, int p) {
-    return {{crumbs(g.b->qs, p, 0), crumbs(g.b->qs, p, 1), scale16(g.scales, 2 * p),
-             scale16(g.scales, 2 * p + 1)},
+    const CodePair codes = interleave(crumbs(g.b->qs, p));
+    return {{codes.lo, codes.hi, scale16(g.scales, 2 * p), scale16(g.scales, 2 * p + 1)},
             scale16(g.mins, 2 * p),
             scale16(g.mins, 2 * p + 1)};
   }
@@ -264,7 +281,7 @@ struct FormatIQ4_XS : SuperBlockFormat<BlockIQ4_XS> {
     const BlockIQ4_XS* b;
     __m256 scale, d;
   };
-  using Pair = NibblePair;
+  using Pair = CodePair;
   // Sub-block i's scale: bits 4i of scales_l (as one 32-bit word) and bits 2i of scales_h,
   // minus 32; shifted per lane so they come out in lane order.
   static Group group(const uint8_t* w) {
