@@ -159,19 +159,22 @@ TEST_F(Cli, UnsupportedArchitectureAndType) {
   w.write(arch);
   expect_clean_error(run_hearth({"run", "-m", arch}), "unsupported architecture 'mamba'");
 
-  // A llama model whose embedding is in a type Hearth has no kernels for (q4_k).
+  // A llama model whose embedding is in a type Hearth has no kernels for (iq2_xxs): the error
+  // names the tensor, its type and the supported list.
   gguf::GgufWriter l;
   l.set_string("general.architecture", "llama");
   l.set_u32("llama.embedding_length", 256);
   l.set_u32("llama.block_count", 1);
   l.set_u32("llama.feed_forward_length", 256);
   l.set_u32("llama.attention.head_count", 2);
-  std::vector<uint8_t> blob(300 * 144);
+  std::vector<uint8_t> blob(300 * 66);
   const int64_t ne[2] = {256, 300};
-  l.add_tensor("token_embd.weight", 12, ne, blob.data(), blob.size());
-  const std::string q4k = *dir_ + "/q4k.gguf";
-  l.write(q4k);
-  expect_clean_error(run_hearth({"run", "-m", q4k}), "q4_k");
+  l.add_tensor("token_embd.weight", 16, ne, blob.data(), blob.size());
+  const std::string iq2 = *dir_ + "/iq2_xxs.gguf";
+  l.write(iq2);
+  const auto r = run_hearth({"run", "-m", iq2});
+  expect_clean_error(r, "'token_embd.weight' has type iq2_xxs, which Hearth does not support");
+  EXPECT_NE(r.err.find("q4_k, q5_k, q6_k, iq4_nl, iq4_xs"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, PromptLongerThanContext) {

@@ -118,7 +118,9 @@ void check_shape(cpu::Isa isa, const BlockType& bt, const std::vector<uint8_t>& 
                             std::string(dtype_name(bt.t)) + " rows=" + std::to_string(rows) +
                             " cols=" + std::to_string(cols) + " nt=" + std::to_string(nt);
   ASSERT_EQ(k.act, ref.act) << where;
-  if (isa != cpu::Isa::Scalar) ASSERT_NE(k.gemm, ref.gemm) << where << ": still the reference";
+  if (isa != cpu::Isa::Scalar) {
+    ASSERT_NE(k.gemm, ref.gemm) << where << ": still the reference";
+  }
   const auto xq = act_rows(k, x, cols, nt);
   ASSERT_EQ(xq, act_rows(ref, x, cols, nt)) << where << ": activation rows";
   const size_t ldw = static_cast<size_t>(row_bytes(bt.t, cols));

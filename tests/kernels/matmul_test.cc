@@ -275,15 +275,23 @@ TEST(Dispatch, IsaEnvironmentOverride) {
 
 TEST(Dispatch, WeightKernelsPerType) {
   const cpu::Kernels k = cpu::select_kernels(cpu::Isa::Scalar);
-  for (DType t : test::kAllTypes) {
+  for (DType t : kSupportedTypes) {
     const cpu::WeightKernels& wk = k.weights(t);
     EXPECT_NE(wk.gemm, nullptr);
+    EXPECT_NE(wk.gemm_gather, nullptr);
     EXPECT_NE(wk.dot, nullptr);
     EXPECT_NE(wk.to_float, nullptr);
-    EXPECT_EQ(wk.act == cpu::ActFormat::Q8, dtype_block_size(t) == 32);
-    EXPECT_EQ(wk.to_act != nullptr, wk.act == cpu::ActFormat::Q8);
+    EXPECT_NE(wk.axpy, nullptr);
+    // 32-weight types meet Q8_0-rounded activations, 256-weight ones Q8_K-rounded ones.
+    EXPECT_EQ(wk.act == cpu::ActFormat::Q8, dtype_block_size(t) == 32) << dtype_name(t);
+    EXPECT_EQ(wk.act == cpu::ActFormat::Q8K, dtype_block_size(t) == 256) << dtype_name(t);
+    EXPECT_EQ(wk.to_act != nullptr, wk.act != cpu::ActFormat::F32);
   }
-  EXPECT_THROW(k.weights(static_cast<DType>(12)), Error);
+  // ggml types without kernels (q8_1, q8_k, the IQ2/IQ3/IQ1 types) are refused.
+  for (uint32_t id : {9u, 15u, 16u, 18u, 19u, 21u, 29u}) {
+    EXPECT_FALSE(is_supported_dtype(id)) << id;
+    EXPECT_THROW(k.weights(static_cast<DType>(id)), Error) << id;
+  }
   EXPECT_EQ(cpu::act_row_bytes(cpu::ActFormat::Q8, 32) % 32, 0u);
   EXPECT_GE(cpu::act_row_bytes(cpu::ActFormat::Q8, 96), 96u + 3 * 8);
 }
