@@ -19,8 +19,10 @@
 namespace hearth::cpu::tiles {
 
 // Prefetches for streamed weight rows reach at most this far ahead, so the lines are still in L1
-// when the tile gets to them.
-inline constexpr size_t kMaxPrefetchBytes = 8192;
+// when the tile gets to them. It must cover a whole tile of rows (4 rows of a 4096-wide Q6_K
+// matrix are 13,440 bytes): a shorter reach lands inside the tile being read and prefetches
+// nothing new.
+inline constexpr size_t kMaxPrefetchBytes = 16384;
 
 // The weight rows of a gemm: row r at base + r * ldw, or, for a gather, at base + idx[r] * ldw.
 struct RowList {
