@@ -66,6 +66,8 @@ void dispatch_dtype(DType t, F&& f) {
       return f(std::integral_constant<DType, DType::Q8_0>{});
     case DType::Q4_0:
       return f(std::integral_constant<DType, DType::Q4_0>{});
+    default:
+      break;
   }
   fail("the CUDA backend has no kernels for weights of type ", dtype_name(t));
 }
