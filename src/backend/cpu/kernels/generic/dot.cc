@@ -24,14 +24,6 @@ struct LoadBf16 {
   }
 };
 
-// Adds the lanes pairwise (l0 + l4, ...), as a vector horizontal sum does.
-float reduce_lanes(float* lanes) {
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  }
-  return lanes[0];
-}
-
 // Lane j sums the products at i = j (mod kLanes), then the lanes are added pairwise, mirroring
 // the vector kernels' accumulator layout.
 template <typename Load>

@@ -11,13 +11,6 @@
 namespace hearth::cpu::generic {
 namespace {
 
-float reduce_lanes(float* lanes) {
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  }
-  return lanes[0];
-}
-
 template <typename Codes>
 float dot_codes(int64_t n, const void* w, const void* x) {
   const ActQ8 a(x);

@@ -15,6 +15,15 @@ namespace hearth::cpu::generic {
 // sum, so the reference adds in the same order and differs from them only by FMA rounding.
 inline constexpr int kLanes = 8;
 
+// Adds the lanes pairwise (l0 + l4, ...), as a vector horizontal sum does. `static` for the
+// reason axpy_row_active below gives.
+static inline float reduce_lanes(float* lanes) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
+  }
+  return lanes[0];
+}
+
 // Activation quantization: x[n] -> planar Q8 row (see ActFormat::Q8, ActFormat::Q8K).
 void quantize_act_q8(const float* x, void* y, int64_t n);
 void quantize_act_q8k(const float* x, void* y, int64_t n);  // n a multiple of 256
