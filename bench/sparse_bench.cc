@@ -95,6 +95,12 @@ BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, q4_0, DType::Q4_0)->Apply(sparse_args);
+// The types of a Q4_K_M file's FFN (its ffn_down_t included) and the neuron-major Q8_0 copy Hearth
+// makes of a quantized ffn_down.
+BENCHMARK_CAPTURE(bm_gather_matmul, q4_k, DType::Q4_K)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_sparse_axpy, q8_0, DType::Q8_0)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_sparse_axpy, q4_k, DType::Q4_K)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_sparse_axpy, q6_k, DType::Q6_K)->Apply(sparse_args);
 
 }  // namespace
 }  // namespace hearth::bench
