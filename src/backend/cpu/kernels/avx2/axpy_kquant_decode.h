@@ -44,11 +44,12 @@ void k4_factors(const Block& b, int sub, __m256& d1, __m256& m1) {
   m1 = _mm256_set1_ps(half_to_float(b.dmin) * static_cast<float>(sm.min));
 }
 
-// One token of a K-quant row, a super-block at a time: Factors::set(row, c, a, f) puts the 16
-// per-32-column factors of the super-block at column c, coefficient a included, in f (scale
-// factors a * d1, then min terms a * m1; or for Q6_K the 16 per-16 factors a * d * sc), so each
-// weight vector then costs one conversion and one FMA with a broadcast from memory, and the
-// header is decoded once per 256 columns instead of once per 32. Products round in other places
+// One token of a K-quant row, a super-block at a time: set_factors(row, c, a, f) puts the 16
+// factors of the super-block at column c, coefficient a included, in f (8 scale factors
+// a * d1, then 8 min terms a * m1; for Q6_K the 16 per-16 factors a * d * sc), and
+// add_factored(row, c, f, acc) adds the 32 columns at c and returns their min term. Each weight
+// vector then costs one conversion and one FMA with a broadcast from memory, and the header is
+// decoded once per 256 columns instead of once per 32. Products round in other places
 // than the reference's y += a * (d1 * q - m1), and a pass adds its rows' min terms together.
 template <typename Block>
 void k4_factors_scaled(const uint8_t* row, int64_t c, float a, float* f) {
