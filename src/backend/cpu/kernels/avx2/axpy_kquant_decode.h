@@ -8,9 +8,13 @@
 // weight is one FMA (q * d1 - m1, a single rounding where the reference has two) or, for Q6_K,
 // (d * sc) * (q - 32), the reference's own two products.
 template <typename Block>
+const Block& k_block(const uint8_t* row, int64_t c) {
+  return reinterpret_cast<const Block*>(row)[c / kQK_K];
+}
+template <typename Block>
 const Block& k_block(const uint8_t* row, int64_t c, int& sub) {
   sub = static_cast<int>(c % kQK_K) / kQK;
-  return reinterpret_cast<const Block*>(row)[c / kQK_K];
+  return k_block<Block>(row, c);
 }
 
 // The 4 float vectors of 32 codes (unsigned or signed bytes), each passed to op(v, vector).
@@ -53,7 +57,7 @@ void k4_factors(const Block& b, int sub, __m256& d1, __m256& m1) {
 // than the reference's y += a * (d1 * q - m1), and a pass adds its rows' min terms together.
 template <typename Block>
 void k4_factors_scaled(const uint8_t* row, int64_t c, float a, float* f) {
-  const Block& b = reinterpret_cast<const Block*>(row)[c / kQK_K];
+  const Block& b = k_block<Block>(row, c);
   const float d = a * half_to_float(b.d), dmin = a * half_to_float(b.dmin);
   for (int k = 0; k < 8; ++k) {
     const ScaleMin sm = k4_scale_min(b.scales, k);
@@ -69,27 +73,6 @@ inline float add_factored_u8(__m256i q, const float* f, int sub, __m256* acc) {
   return f[8 + sub];
 }
 
-struct DecodeQ4_K {
-  static constexpr int kVecs = 4;
-  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_K) / 8;
-  using Acc1 = void;
-  static void set_factors(const uint8_t* row, int64_t c, float a, float* f) {
-    k4_factors_scaled<BlockQ4_K>(row, c, a, f);
-  }
-  static float add_factored(const uint8_t* row, int64_t c, const float* f, __m256* acc) {
-    const int sub = static_cast<int>(c % kQK_K) / kQK;
-    const BlockQ4_K& b = reinterpret_cast<const BlockQ4_K*>(row)[c / kQK_K];
-    return add_factored_u8(k4_nibbles(b.qs, sub), f, sub, acc);
-  }
-  static void run(const uint8_t* row, int64_t c, __m256* out) {
-    int sub;
-    const BlockQ4_K& b = k_block<BlockQ4_K>(row, c, sub);
-    __m256 d1, m1;
-    k4_factors(b, sub, d1, m1);
-    bytes_to_floats(k4_nibbles(b.qs, sub), d1, m1, out);
-  }
-};
-
 // Q5_K's 5-bit codes of sub-block `sub`: the nibbles plus bit `sub` of each qh byte as 16.
 inline __m256i k5_codes(const BlockQ5_K& b, int sub) {
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
@@ -100,26 +83,38 @@ inline __m256i k5_codes(const BlockQ5_K& b, int sub) {
   return _mm256_xor_si256(codes, high);
 }
 
-struct DecodeQ5_K {
+struct CodesQ4_K {
+  static __m256i get(const BlockQ4_K& b, int sub) { return k4_nibbles(b.qs, sub); }
+};
+struct CodesQ5_K {
+  static __m256i get(const BlockQ5_K& b, int sub) { return k5_codes(b, sub); }
+};
+
+// Q4_K and Q5_K: unsigned codes (Codes::get(block, sub)) with per-32 scales and mins.
+template <typename Block, typename Codes>
+struct DecodeK4 {
   static constexpr int kVecs = 4;
-  static constexpr int64_t kChunkBytes = sizeof(BlockQ5_K) / 8;
+  static constexpr int64_t kChunkBytes = sizeof(Block) / 8;
   using Acc1 = void;
   static void run(const uint8_t* row, int64_t c, __m256* out) {
     int sub;
-    const BlockQ5_K& b = k_block<BlockQ5_K>(row, c, sub);
+    const Block& b = k_block<Block>(row, c, sub);
     __m256 d1, m1;
     k4_factors(b, sub, d1, m1);
-    bytes_to_floats(k5_codes(b, sub), d1, m1, out);
+    bytes_to_floats(Codes::get(b, sub), d1, m1, out);
   }
   static void set_factors(const uint8_t* row, int64_t c, float a, float* f) {
-    k4_factors_scaled<BlockQ5_K>(row, c, a, f);
+    k4_factors_scaled<Block>(row, c, a, f);
   }
   static float add_factored(const uint8_t* row, int64_t c, const float* f, __m256* acc) {
-    const int sub = static_cast<int>(c % kQK_K) / kQK;
-    const BlockQ5_K& b = reinterpret_cast<const BlockQ5_K*>(row)[c / kQK_K];
-    return add_factored_u8(k5_codes(b, sub), f, sub, acc);
+    int sub;
+    const Block& b = k_block<Block>(row, c, sub);
+    return add_factored_u8(Codes::get(b, sub), f, sub, acc);
   }
 };
+
+using DecodeQ4_K = DecodeK4<BlockQ4_K, CodesQ4_K>;
+using DecodeQ5_K = DecodeK4<BlockQ5_K, CodesQ5_K>;
 
 // Q6_K's codes minus 32 of sub-block `sub` (32 signed bytes).
 inline __m256i k6_codes(const BlockQ6_K& b, int sub) {
@@ -145,17 +140,18 @@ struct DecodeQ6_K {
     const __m256 d_lo = _mm256_set1_ps(d * static_cast<float>(b.scales[2 * sub]));
     const __m256 d_hi = _mm256_set1_ps(d * static_cast<float>(b.scales[2 * sub + 1]));
     code_vectors<true>(k6_codes(b, sub),
-               [&](int v, __m256 f) { out[v] = _mm256_mul_ps(v < 2 ? d_lo : d_hi, f); });
+                       [&](int v, __m256 f) { out[v] = _mm256_mul_ps(v < 2 ? d_lo : d_hi, f); });
   }
   static void set_factors(const uint8_t* row, int64_t c, float a, float* f) {
-    const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row)[c / kQK_K];
+    const BlockQ6_K& b = k_block<BlockQ6_K>(row, c);
     const float d = half_to_float(b.d);
     for (int k = 0; k < 16; ++k) f[k] = a * (d * static_cast<float>(b.scales[k]));
   }
   static float add_factored(const uint8_t* row, int64_t c, const float* f, __m256* acc) {
-    const int sub = static_cast<int>(c % kQK_K) / kQK;
-    const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row)[c / kQK_K];
-    const __m256 s_lo = _mm256_broadcast_ss(f + 2 * sub), s_hi = _mm256_broadcast_ss(f + 2 * sub + 1);
+    int sub;
+    const BlockQ6_K& b = k_block<BlockQ6_K>(row, c, sub);
+    const __m256 s_lo = _mm256_broadcast_ss(f + 2 * sub);
+    const __m256 s_hi = _mm256_broadcast_ss(f + 2 * sub + 1);
     code_vectors<true>(k6_codes(b, sub), [&](int v, __m256 q) {
       acc[v] = _mm256_fmadd_ps(v < 2 ? s_lo : s_hi, q, acc[v]);
     });

@@ -37,6 +37,14 @@ inline __m256i pack_i32x32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// The largest of 8 floats.
+inline float hmax(__m256 m) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 // Block b of an activation row: its 32 quants (q[4], each in [-127, 127]), scale d and quant sum.
 void store_block(const __m256i (&q)[4], float d, uint8_t* row, int64_t b) {
   const __m256i packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
@@ -65,12 +73,8 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     const float* xb = x + b * kQK;
     __m256 v[4];
     for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xb + 8 * j);
-    __m256 m = _mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
-                             _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3])));
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = hmax(_mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
+                                          _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3]))));
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     const float d = half_to_float(float_to_half(scale));
@@ -85,13 +89,17 @@ void quantize_act_q8k(const float* x, void* y, int64_t n) {
   auto* row = static_cast<uint8_t*>(y);
   for (int64_t g = 0; g < n / kQK_K; ++g) {
     const float* xg = x + g * kQK_K;
-    // The signed value of largest magnitude, the first one on ties, as the reference finds it.
-    float amax = 0.0f, max = 0.0f;
-    for (int64_t j = 0; j < kQK_K; ++j) {
-      const float ax = xg[j] < 0.0f ? -xg[j] : xg[j];
-      if (ax > amax) {
-        amax = ax;
+    // The signed value of largest magnitude, the first one on ties, as the reference finds it:
+    // the magnitude in vectors (a NaN, the first operand, never replaces the running maximum,
+    // as the reference's comparison skips it), then the first value that has it.
+    __m256 m = _mm256_setzero_ps();
+    for (int64_t j = 0; j < kQK_K; j += 8) m = _mm256_max_ps(abs_ps(_mm256_loadu_ps(xg + j)), m);
+    const float amax = hmax(m);
+    float max = 0.0f;
+    for (int64_t j = 0; amax != 0.0f && j < kQK_K; ++j) {
+      if ((xg[j] < 0.0f ? -xg[j] : xg[j]) == amax) {
         max = xg[j];
+        break;
       }
     }
     const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;

@@ -14,11 +14,10 @@ struct Dp : MaddAvx2 {};
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
-  // Activation rows are the same bits from either quantizer (Q8_K rounding for the super-block
-  // types, as the scalar table has it).
-  for (WeightKernels* w : {&k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl}) w->to_act = quantize_act_q8;
-  for (WeightKernels* w : {&k.q2_k, &k.q3_k, &k.q4_k, &k.q5_k, &k.q6_k, &k.iq4_xs}) {
-    w->to_act = quantize_act_q8k;
+  // The vector quantizer of the activation format the scalar table chose (the same bits).
+  for (WeightKernels* w : {&k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl, &k.q2_k, &k.q3_k, &k.q4_k, &k.q5_k,
+                           &k.q6_k, &k.iq4_xs}) {
+    w->to_act = w->act == ActFormat::Q8K ? quantize_act_q8k : quantize_act_q8;
   }
   set_block_format_kernels<Dp>(k);
 }

@@ -19,9 +19,6 @@ Kernels kernels() {
   generic::set_block_kernels(k);
   set_block_kernels(k);
   set_axpy_kernels(k);
-  for (WeightKernels* w : {&k.q2_k, &k.q3_k, &k.q4_k, &k.q5_k, &k.q6_k, &k.iq4_xs}) {
-    w->to_act = quantize_act_q8k;
-  }
   k.fp32_to_fp16_row = avx2::fp32_to_fp16_row;
   k.fp16_to_fp32_row = avx2::fp16_to_fp32_row;
   return k;

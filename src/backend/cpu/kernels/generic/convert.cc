@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "core/quant_blocks.h"
 #include "core/quantize.h"
+#include "core/quantize_fit.h"
 
 namespace hearth::cpu::generic {
 
@@ -42,13 +43,8 @@ void quantize_act_q8k(const float* x, void* y, int64_t n) {
   auto* row = static_cast<uint8_t*>(y);
   for (int64_t g = 0; g < n / kQK_K; ++g) {
     const float* xg = x + g * kQK_K;
-    float amax = 0.0f, max = 0.0f;
-    for (int64_t j = 0; j < kQK_K; ++j) {
-      if (std::fabs(xg[j]) > amax) {
-        amax = std::fabs(xg[j]);
-        max = xg[j];
-      }
-    }
+    const float max = qfit::signed_absmax(static_cast<int>(kQK_K), xg);
+    const float amax = std::fabs(max);
     // ggml's Q8_K: the value of largest magnitude maps to -127, quants round half to even and
     // stop at 127, and the scale (its reciprocal) stays a float.
     const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
