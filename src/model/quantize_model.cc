@@ -18,6 +18,7 @@
 #include <span>
 #include <thread>
 
+#include "backend/cpu/thread_pool.h"
 #include "core/error.h"
 #include "core/quantize.h"
 #include "core/quantize_gptq.h"
@@ -195,22 +196,21 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const Imat
       }
     }
   };
-  const int64_t n_threads =
-      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows / 16 + 1);
-  std::vector<std::thread> threads;
+  const auto n_threads = static_cast<int>(
+      std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows / 16 + 1));
+  cpu::ThreadPool pool(n_threads);
+  // Pool tasks must not throw: the first error is kept and rethrown here.
   std::exception_ptr error;
   std::mutex error_mutex;
-  for (int64_t i = 0; i < n_threads; ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        convert_rows(rows * i / n_threads, rows * (i + 1) / n_threads);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(error_mutex);
-        error = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
+  pool.run([&](int ith, int nth) {
+    try {
+      const auto [first, last] = cpu::split_range(rows, ith, nth);
+      convert_rows(first, last);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  });
   if (error) std::rethrow_exception(error);
 }
 
@@ -266,7 +266,9 @@ void add_layer_rule(QuantizeOptions& options, int64_t n_layer, const std::string
                     DType type, Keep keep) {
   std::string layers;
   for (int64_t il = 0; il < n_layer; ++il) {
-    if (keep(il)) layers += (layers.empty() ? "" : "|") + std::to_string(il);
+    if (!keep(il)) continue;
+    if (!layers.empty()) layers += '|';
+    layers += std::to_string(il);
   }
   if (layers.empty()) return;
   options.tensor_types.emplace_back("^blk\\.(" + layers + ")\\.(" + suffix + ")\\.weight$", type);
@@ -352,13 +354,6 @@ void apply_default_mix(const QuantizeTarget& target, const MixShape& shape, Quan
   }
 }
 
-void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options) {
-  MixShape shape;
-  shape.n_head = grouped_query ? 2 : 1;
-  apply_default_mix(QuantizeTarget(type), shape, options);
-}
-
-bool grouped_query_attention(const gguf::GgufFile& file) { return mix_shape(file).grouped_query(); }
 
 uint32_t llama_file_type(const QuantizeTarget& target) {
   const TargetName* t = find_target(target);

@@ -150,11 +150,6 @@ bool use_more_bits(int64_t layer, int64_t n_layer);
 // Layer fractions are llama.cpp's integer divisions (i < n_layer / 8 ...). A row length the
 // chosen type cannot hold is handled when quantizing (QuantizeFallback).
 void apply_default_mix(const QuantizeTarget& target, const MixShape& shape, QuantizeOptions& options);
-// The q4_0 mix's form before the K-quants (grouped_query: fewer KV heads than query heads).
-void apply_default_mix(DType type, bool grouped_query, QuantizeOptions& options);
-
-// Whether a model file has fewer KV heads than query heads (mix_shape(file).grouped_query()).
-bool grouped_query_attention(const gguf::GgufFile& file);
 
 // llama.cpp's general.file_type (enum llama_ftype) for a target: ALL_F32 0, MOSTLY_F16 1,
 // MOSTLY_Q4_0 2, MOSTLY_Q4_1 3, MOSTLY_Q8_0 7, MOSTLY_Q5_0 8, MOSTLY_Q5_1 9, MOSTLY_Q2_K 10,

@@ -47,6 +47,13 @@ std::string write_dense(const std::string& dir, const std::string& name, int64_t
   return path;
 }
 
+// The q4_0 mix's one input about the model: whether it has grouped-query attention.
+void apply_q4_0_style_mix(DType type, bool grouped_query, QuantizeOptions& o) {
+  MixShape shape;
+  shape.n_head = grouped_query ? 2 : 1;
+  apply_default_mix(QuantizeTarget(type), shape, o);
+}
+
 std::string make_dense(const std::string& dir) {
   return write_dense(dir, "dense-f32.gguf", 64, 2, kOddFf, 4, 2);
 }
@@ -258,7 +265,7 @@ TEST(QuantizeModel, DefaultMixAndTensorTypeRules) {
   const std::string src = make_dense(dir);
   QuantizeOptions o;
   o.tensor_types.emplace_back("blk\\.1\\.ffn_up", DType::Q8_0);  // the user's rule comes first
-  apply_default_mix(DType::Q4_0, /*grouped_query=*/true, o);
+  apply_q4_0_style_mix(DType::Q4_0, /*grouped_query=*/true, o);
   const QuantizeReport r = quantize_model(src, dir + "/mix.gguf", DType::Q4_0, o);
   const auto out = gguf::GgufFile::open(dir + "/mix.gguf");
   EXPECT_EQ(type_of(*out, "output.weight"), DType::Q8_0);
@@ -280,14 +287,14 @@ TEST(QuantizeModel, DefaultMixAndTensorTypeRules) {
   }
   // Without grouped-query attention attn_k is as large as attn_q and stays at the target type.
   QuantizeOptions mha;
-  apply_default_mix(DType::Q4_0, /*grouped_query=*/false, mha);
+  apply_q4_0_style_mix(DType::Q4_0, /*grouped_query=*/false, mha);
   quantize_model(src, dir + "/mha.gguf", DType::Q4_0, mha);
   const auto out_mha = gguf::GgufFile::open(dir + "/mha.gguf");
   EXPECT_EQ(type_of(*out_mha, "blk.0.attn_k.weight"), DType::Q4_0);
   EXPECT_EQ(type_of(*out_mha, "blk.0.attn_v.weight"), DType::Q8_0);
   // Other targets have no mix; a bad pattern is a clean error.
   QuantizeOptions q8;
-  apply_default_mix(DType::Q8_0, true, q8);
+  apply_q4_0_style_mix(DType::Q8_0, true, q8);
   EXPECT_TRUE(q8.tensor_types.empty());
   EXPECT_FALSE(q8.output_type.has_value());
   QuantizeOptions bad;
@@ -309,7 +316,7 @@ TEST(QuantizeModel, TiedCopyOfTheOutputTakesTheOutputType) {
   const std::string src = dir + "/tied.gguf";
   w.write(src);
   QuantizeOptions o;
-  apply_default_mix(DType::Q4_0, true, o);
+  apply_q4_0_style_mix(DType::Q4_0, true, o);
   const QuantizeReport r = quantize_model(src, dir + "/tied-q4_0.gguf", DType::Q4_0, o);
   EXPECT_TRUE(r.tied_copy);
   const auto out = gguf::GgufFile::open(dir + "/tied-q4_0.gguf");
