@@ -21,23 +21,32 @@ enum class NormType { Rms, Layer };  // RMSNorm (llama) or LayerNorm with bias (
 // Element type of the KV cache.
 enum class KvType { F32, F16 };
 
-// Which FFN neurons a decode step computes (--sparse).
-//   Dense:     all of them.
-//   Oracle:    compute the gate (or up, for ungated FFNs) exactly, then skip the neurons whose
-//              activation is exactly zero; for ReLU-family models the output equals Dense.
-//   Predictor: the neurons the model's per-layer predictors (fc1 -> relu -> fc2 >= threshold)
-//              select; the model must have predictors.
-//   Auto:      Predictor when the model has predictors, else Dense.
-// Which FFN neurons a session computes: all (Dense); those whose gate activation is non-zero
-// (Oracle: exact for ReLU models); those the predictors pick (Predictor); those whose gate
-// activation's magnitude exceeds the layer's calibrated thresholds (Threshold: SwiGLU models,
-// `hearth calibrate --sparsity`, see FfnExecutor); Auto: Predictor when the model has predictors, else Threshold
-// when it has thresholds, else Dense.
+// Which FFN neurons a session computes (--sparse): all (Dense); those whose gate activation is
+// non-zero (Oracle: exact for ReLU models); those the per-layer predictors (fc1 -> relu -> fc2 >=
+// threshold) pick (Predictor); those whose gate activation's magnitude exceeds the layer's
+// calibrated thresholds (Threshold: SwiGLU models, `hearth calibrate --sparsity`); Auto: Predictor
+// when the model has predictors, else Threshold when it has thresholds, else Dense.
 enum class SparseMode { Dense, Oracle, Predictor, Threshold, Auto };
 
 // "dense", "oracle", "predictor", "threshold", "auto"; throws hearth::Error on anything else.
 SparseMode parse_sparse_mode(std::string_view name);
 std::string to_string(SparseMode m);
+
+// How an architecture's transformer block is put together, beyond the hyper-parameters of
+// ModelConfig (norm, rope_type, ffn_act, ffn_gated, ffn_up_relu): one forward pass runs any
+// recipe, and one weight list binds any recipe's tensors (llama.cpp's names).
+//   sequential: x += attn(norm(x; attn_norm));  x += ffn(norm(x; ffn_norm))
+//   parallel:   x += attn(norm(x; attn_norm_2, else attn_norm)) + ffn(norm(x; attn_norm))
+struct BlockRecipe {
+  bool parallel = false;           // attention and FFN read the same input (falcon); no ffn_norm
+  bool norm_bias = false;          // every norm has a .bias (LayerNorm models)
+  bool fused_qkv = false;          // one attn_qkv: all Q rows, then K, then V
+  bool qkv_bias = false;           // attn_q/k/v.bias (or attn_qkv.bias)
+  bool out_bias = false;           // attn_output.bias
+  bool ffn_bias = false;           // ffn_up.bias and ffn_down.bias (ffn_down_t.bias)
+  bool learned_positions = false;  // position_embd added to the embeddings (no RoPE)
+  int64_t pos_offset = 0;          // position p reads row p + pos_offset of position_embd
+};
 
 // Hyper-parameters of a loaded model, read from GGUF metadata.
 struct ModelConfig {
@@ -69,6 +78,7 @@ struct ModelConfig {
   std::vector<float> gate_thresholds;
   std::vector<float> down_thresholds;
   bool tied_output = false; // output projection reuses token_embd
+  BlockRecipe block;        // from the architecture table
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
 };

@@ -17,7 +17,7 @@
 
 #include "hearth/session.h"
 #include "hearth/types.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 
 namespace hearth {
 class TraceRecorder;

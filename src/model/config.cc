@@ -9,33 +9,39 @@
 namespace hearth {
 namespace {
 
-// Per-architecture facts that GGUF metadata does not carry. An architecture with an existing block
-// structure (ArchFamily) is one row here; a new family adds its weight list (model/arch/) and its
-// forward pass (model/forward_<family>.cc).
+// Per-architecture facts that GGUF metadata does not carry: the block recipe and the defaults.
+// Adding an architecture whose block the recipe can describe is adding a row here.
 // `sparse_act` is the activation of the architecture's PowerInfer (PWRI) files, which carry no
 // activation key: PowerInfer's sparse graph is ReLU-only (ReGLU for llama, dReLU for bamboo,
 // relu(up) for falcon and opt). Dense falcon GGUFs (llama.cpp's converter) are GELU models.
 // `n_ctx_train` is the default of {arch}.context_length (opt: its 2050 learned positions, of which
-// the first two are an offset; see arch/opt.cc).
+// the first two are an offset, HF's OPTLearnedPositionalEmbedding).
 struct ArchTraits {
   std::string_view name;
-  ArchFamily family;
   NormType norm;
   RopeType rope_type;
   FfnActivation default_act;
   FfnActivation sparse_act;
   bool up_relu;  // dReLU: relu(gate) * relu(up)
   int64_t n_ctx_train;
+  BlockRecipe block;
 };
+// Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
+// attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
+// every projection, learned absolute positions.
+constexpr BlockRecipe kLlamaBlock{};
+constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
+constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias = true,
+                                .ffn_bias = true, .learned_positions = true, .pos_offset = 2};
 constexpr std::array<ArchTraits, 4> kArchs = {{
-    {"llama", ArchFamily::Llama, NormType::Rms, RopeType::Normal, FfnActivation::Silu,
-     FfnActivation::Relu, false, 2048},
-    {"bamboo", ArchFamily::Llama, NormType::Rms, RopeType::Normal, FfnActivation::Relu,
-     FfnActivation::Relu, true, 2048},
-    {"falcon", ArchFamily::Falcon, NormType::Layer, RopeType::Neox, FfnActivation::Gelu,
-     FfnActivation::Relu, false, 2048},
-    {"opt", ArchFamily::Opt, NormType::Layer, RopeType::None, FfnActivation::Relu,
-     FfnActivation::Relu, false, 2050},
+    {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
+     2048, kLlamaBlock},
+    {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
+     2048, kLlamaBlock},
+    {"falcon", NormType::Layer, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
+     2048, kFalconBlock},
+    {"opt", NormType::Layer, RopeType::None, FfnActivation::Relu, FfnActivation::Relu, false, 2050,
+     kOptBlock},
 }};
 
 const ArchTraits* find_arch(std::string_view name) {
@@ -115,25 +121,18 @@ std::vector<float> read_layer_array(const gguf::GgufFile& file, const char* key,
   return std::move(*v);
 }
 
-// Falcon's fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder them so all Q heads
-// come first, then K, then V ("jploski"); that is the only layout Hearth reads.
-void check_falcon_layout(const gguf::GgufFile& file) {
-  const auto layout = file.get_string("falcon.tensor_data_layout");
+// Fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder Falcon's so all Q heads come
+// first, then K, then V ("jploski"); that is the only layout Hearth reads.
+void check_qkv_layout(const gguf::GgufFile& file, const std::string& arch) {
+  const std::string key = arch + ".tensor_data_layout";
+  const auto layout = file.get_string(key);
   if (layout && *layout != "jploski") {
-    fail(file.path(), ": metadata key 'falcon.tensor_data_layout' = '", *layout,
+    fail(file.path(), ": metadata key '", key, "' = '", *layout,
          "' is not supported (Hearth reads the 'jploski' layout: all Q heads, then K, then V)");
   }
 }
 
 }  // namespace
-
-ArchFamily arch_family(const ModelConfig& config) {
-  const ArchTraits* traits = find_arch(config.arch);
-  if (!traits) {
-    fail("unsupported architecture '", config.arch, "' (supported: ", supported_archs(), ")");
-  }
-  return traits->family;
-}
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
   // The GLU names some converters write stand for their gate activation.
@@ -202,7 +201,8 @@ ModelConfig read_config(const gguf::GgufFile& file) {
          ".rope.freq_base must be positive");
   }
   c.rope_type = traits->rope_type;
-  if (traits->family == ArchFamily::Falcon) check_falcon_layout(file);
+  c.block = traits->block;
+  if (c.block.fused_qkv) check_qkv_layout(file, c.arch);
   c.ffn_act = file.is_powerinfer() ? traits->sparse_act : traits->default_act;
   c.ffn_up_relu = traits->up_relu;
   if (auto act = file.get_string("hearth.ffn_activation")) {
@@ -215,7 +215,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   if (!c.down_thresholds.empty() && c.gate_thresholds.empty()) {
     fail(file.path(), ": hearth.down_thresholds needs hearth.gate_thresholds");
   }
-  // n_vocab, ffn_gated and tied_output come from the tensors (see model/arch/).
+  // n_vocab, ffn_gated and tied_output come from the tensors (bind_weights).
   return c;
 }
 

@@ -8,16 +8,6 @@
 
 namespace hearth {
 
-// The block structure an architecture shares with others: which weight list (model/arch/) and
-// which forward pass (model/forward_*.cc) it uses.
-//   Llama:  RMSNorm, attention then FFN, RoPE (llama, bamboo)
-//   Falcon: LayerNorm, attention and FFN in parallel on the same input, fused QKV, NeoX RoPE
-//   Opt:    LayerNorm, attention then FFN, biases everywhere, learned absolute positions
-enum class ArchFamily { Llama, Falcon, Opt };
-
-// The family of config.arch; throws hearth::Error for an architecture Hearth does not implement.
-ArchFamily arch_family(const ModelConfig& config);
-
 // Throws hearth::Error naming the file and key for a missing, mistyped or inconsistent value, and
 // for an architecture Hearth does not implement.
 ModelConfig read_config(const gguf::GgufFile& file);

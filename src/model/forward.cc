@@ -1,20 +1,25 @@
-// Session::Impl::forward: what every family shares (token embeddings, the attention of each
-// sequence's chunk, the output head, the bookkeeping) around the family's layers
-// (forward_<family>.cc). A pass runs the chunks of several sequences as one batch of rows: norms,
-// projections and the FFN see all rows at once (the weights are read once per pass); only RoPE,
-// the KV cache and attention need to know which sequence a row belongs to.
+// Session::Impl::forward: one pass over any block recipe (ModelConfig::block). Token embeddings
+// (plus learned positions), then each layer sequential or parallel, then the output head. A pass
+// runs the chunks of several sequences as one batch of rows: norms, projections and the FFN see
+// all rows at once (the weights are read once per pass); only RoPE, the KV cache and attention
+// need to know which sequence a row belongs to.
+//
+//   sequential: x += attn(norm(x; attn_norm));  x += ffn(norm(x; ffn_norm))
+//   parallel:   h = norm(x; attn_norm);  x += (attn(norm(x; attn_norm_2), else h) + ffn(h))
+//
+// The FFN's predictor reads the layer's residual stream x itself, as PowerInfer's graphs do.
 #include <cstring>
 
+#include "core/error.h"
 #include "core/quantize.h"
-#include "model/linear.h"
 #include "model/session_impl.h"
-#include "ops/norm.h"
+#include "ops/attention_block.h"
+#include "ops/linear.h"
 
 namespace hearth {
 
 void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool all_rows) {
-  // x[n, n_embd] = token_embd[tokens], the chunks one after the other; each family's pass starts
-  // from it.
+  // x[n, n_embd] = token_embd[tokens], the chunks one after the other.
   const Matrix& embd = model.weights.token_embd;
   const int64_t n_embd = config.n_embd;
   int64_t n = 0;
@@ -30,11 +35,14 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
       row_pos[static_cast<size_t>(n)] = pos0 + t;
     }
   }
+  if (config.block.learned_positions) add_positions(n);
   ffn.set_chunks({chunk_rows.data(), n_chunks});
-  switch (model.family) {
-    case ArchFamily::Llama: forward_llama(n); break;
-    case ArchFamily::Falcon: forward_falcon(n); break;
-    case ArchFamily::Opt: forward_opt(n); break;
+  for (size_t il = 0; il < model.weights.layers.size(); ++il) {
+    if (config.block.parallel) {
+      parallel_layer(il, n);
+    } else {
+      sequential_layer(il, n);
+    }
   }
   output_head(n, out, all_rows);
   for (const Chunk& c : std::span(chunks.data(), n_chunks)) {
@@ -44,36 +52,68 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
   stats.weight_bytes += non_ffn_bytes;
 }
 
-void Session::Impl::attend(size_t il, bool rotate) {
-  const int n_head = static_cast<int>(config.n_head), head_dim = static_cast<int>(config.head_dim);
-  const int n_head_kv = static_cast<int>(config.n_head_kv);
-  const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
-  const size_t seq_bytes = kv_cache_bytes(attn);
-  for (const Chunk& c : std::span(chunks.data(), n_chunks)) {
-    float* const qc = q.f32() + c.row0 * q_dim;
-    float* const kc = k.f32() + c.row0 * kv_dim;
-    if (rotate) {
-      rope.apply(qc, c.n, n_head, head_dim, c.pos0);
-      rope.apply(kc, c.n, n_head_kv, head_dim, c.pos0);
+void Session::Impl::add_positions(int64_t n) {
+  const Weights& w = model.weights;
+  const int64_t n_embd = config.n_embd, offset = config.block.pos_offset;
+  // The position table ends the context: there is nothing to read past its last row.
+  const int64_t n_pos = w.pos_embd.rows - offset;
+  float* const row = attn_out.f32();  // [n_embd] scratch until the first layer's attention
+  for (int64_t t = 0; t < n; ++t) {
+    if (row_pos[t] >= n_pos) {
+      fail("position ", row_pos[t], " is past the ", n_pos, " learned positions of this ",
+           config.arch, " model; use a context of at most ", n_pos, " tokens");
     }
-    const size_t at = static_cast<size_t>(c.seq) * seq_bytes;
-    void* const kcache = static_cast<char*>(k_cache[il].data()) + at;
-    void* const vcache = static_cast<char*>(v_cache[il].data()) + at;
-    kv_store(ctx.isa(), attn, kc, 0, c.pos0, c.n, kcache);
-    kv_store(ctx.isa(), attn, v.f32() + c.row0 * kv_dim, 0, c.pos0, c.n, vcache);
-    attention(ctx, attn, qc, kcache, vcache, c.pos0, c.n, att.f32() + c.row0 * q_dim,
-              attn_ws.data());
+    dequantize_row(w.pos_embd.type, w.pos_embd.row(row_pos[t] + offset), row, n_embd);
+    vec_add(ctx.isa(), x.f32() + t * n_embd, row, n_embd);
   }
+}
+
+void Session::Impl::sequential_layer(size_t il, int64_t n) {
+  const LayerWeights& l = model.weights.layers[il];
+  float* const xs = x.f32();
+  run_attention(il, n);
+  block_norm(ctx, config, xs, l.ffn_norm, l.ffn_norm_b, n, xn.f32());
+  run_ffn(il, xn.f32(), xs, n);
+  vec_add(ctx.isa(), xs, ffn_out.f32(), n * config.n_embd);
+}
+
+void Session::Impl::parallel_layer(size_t il, int64_t n) {
+  const LayerWeights& l = model.weights.layers[il];
+  float* const xs = x.f32();
+  float* const h = xn.f32();
+  block_norm(ctx, config, xs, l.attn_norm, l.attn_norm_b, n, h);
+  const float* a = h;
+  if (l.attn_norm_2) {
+    block_norm(ctx, config, xs, l.attn_norm_2, l.attn_norm_2_b, n, xa.f32());
+    a = xa.f32();
+  }
+  TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
+  attention_block(ctx, config, attn, rope, l, layer_chunks(il), attn_scratch, a, n,
+                  attn_out.f32());
+  run_ffn(il, h, xs, n);
+  // x += (attention + ffn), summed in llama.cpp's order.
+  float* const ao = attn_out.f32();
+  vec_add(ctx.isa(), ao, ffn_out.f32(), n * config.n_embd);
+  vec_add(ctx.isa(), xs, ao, n * config.n_embd);
+}
+
+std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {
+  const size_t seq_bytes = kv_cache_bytes(attn);
+  for (size_t i = 0; i < n_chunks; ++i) {
+    const Chunk& c = chunks[i];
+    const size_t at = static_cast<size_t>(c.seq) * seq_bytes;
+    attn_chunks[i] = AttentionChunk{c.row0, c.n, c.pos0,
+                                    static_cast<char*>(k_cache[il].data()) + at,
+                                    static_cast<char*>(v_cache[il].data()) + at};
+  }
+  return {attn_chunks.data(), n_chunks};
 }
 
 // logits = output · norm(x): of every row into out when all_rows, else of each chunk's last row.
 void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
-  const ModelConfig& c = config;
   const Weights& w = model.weights;
-  const int64_t n_embd = c.n_embd;
+  const int64_t n_embd = config.n_embd;
   float* const xs = x.f32();
-  float* const xns = xn.f32();
   int64_t rows = n;
   if (!all_rows) {
     // The chunks' last rows to the front of x; row i comes from a row at or after i, so moving
@@ -85,12 +125,8 @@ void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
       if (last != i) std::memcpy(xs + i * n_embd, xs + last * n_embd, n_embd * sizeof(float));
     }
   }
-  if (c.norm == NormType::Layer) {
-    layer_norm_rows(ctx, xs, w.output_norm, w.output_norm_b, c.norm_eps, rows, n_embd, xns);
-  } else {
-    rms_norm_rows(ctx, xs, w.output_norm, c.norm_eps, rows, n_embd, xns);
-  }
-  linear(ctx, w.output, xns, rows, out);
+  block_norm(ctx, config, xs, w.output_norm, w.output_norm_b, rows, xn.f32());
+  linear(ctx, w.output, xn.f32(), rows, out);
 }
 
 }  // namespace hearth

@@ -21,7 +21,6 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
   impl->file = gguf::GgufFile::open(
       path, options.use_mmap ? gguf::GgufFile::Load::Mmap : gguf::GgufFile::Load::Read);
   impl->config = read_config(*impl->file);
-  impl->family = arch_family(impl->config);
   impl->weights = bind_weights(*impl->file, impl->config);
   impl->tokenizer = text::Tokenizer::from_gguf(*impl->file);
   if (impl->tokenizer->n_vocab() != impl->config.n_vocab) {

@@ -9,7 +9,7 @@
 
 #include "backend/device.h"
 #include "core/error.h"
-#include "model/attention_block.h"
+#include "ops/attention_block.h"
 #include "model/model_impl.h"
 #include "model/neuron_order.h"
 #include "sparse/ffn.h"
@@ -34,6 +34,14 @@ int32_t placement_ctx(const DeviceOptions& o, const ModelConfig& c) {
   return o.n_ctx > 0 ? o.n_ctx : static_cast<int32_t>(default_context(c));
 }
 
+// The devices' attention takes the sequential RMSNorm block without biases or learned positions
+// (llama, bamboo); other blocks keep attention on the host.
+bool device_takes_attention(const ModelConfig& c) {
+  const BlockRecipe& b = c.block;
+  return !b.parallel && c.norm == NormType::Rms && !b.qkv_bias && !b.out_bias &&
+         !b.learned_positions;
+}
+
 SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {
   if (o.sparse != SparseMode::Auto) return o.sparse;
   if (m.weights.layers.front().has_predictor()) return SparseMode::Predictor;
@@ -44,7 +52,7 @@ SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {
 sparse::PlacementRequest placement_request(const Model::Impl& m, const DeviceOptions& o,
                                            SparseMode mode, uint64_t budget) {
   const ModelConfig& c = m.config;
-  const bool llama = m.family == ArchFamily::Llama;
+  const bool attention = device_takes_attention(c);
   const bool predictor = mode == SparseMode::Predictor;
   const uint64_t kv_elem = o.kv_type == KvType::F16 ? 2 : 4;
   sparse::PlacementRequest r;
@@ -55,8 +63,8 @@ sparse::PlacementRequest placement_request(const Model::Impl& m, const DeviceOpt
     const LayerWeights& l = m.weights.layers[il];
     sparse::LayerCosts lc;
     lc.n_ff = c.n_ff;
-    // Other families keep attention on the host: their device part is the FFN alone.
-    if (llama) {
+    // Other blocks keep attention on the host: their device part is the FFN alone.
+    if (attention) {
       lc.attention_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float) + l.wq.bytes() +
                            l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
       lc.kv_bytes = 2 * static_cast<uint64_t>(placement_ctx(o, c)) * o.n_seq * c.n_embd_kv() *
@@ -165,7 +173,7 @@ void place_on_device(Model::Impl& m, const DeviceOptions& o) {
     const LayerWeights& l = m.weights.layers[il];
     const sparse::LayerPlacement& lp = p.layers[il];
     backend::DeviceLayer d;
-    d.attention = lp.attention && m.family == ArchFamily::Llama;
+    d.attention = lp.attention && device_takes_attention(m.config);
     d.hot = lp.hot;
     d.weights = &l;
     d.predictor = lp.predictor;

@@ -18,7 +18,6 @@ namespace hearth {
 struct Model::Impl {
   std::unique_ptr<gguf::GgufFile> file;  // owns the mapping every weight points into
   ModelConfig config;
-  ArchFamily family = ArchFamily::Llama;  // picks the weight list and the forward pass
   Weights weights;
   std::unique_ptr<text::Tokenizer> tokenizer;
 

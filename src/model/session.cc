@@ -132,12 +132,17 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   const size_t q_dim = static_cast<size_t>(c.n_head * c.head_dim);
   x = AlignedBuffer(b * c.n_embd);
   xn = AlignedBuffer(b * c.n_embd);
+  if (c.block.parallel) xa = AlignedBuffer(b * c.n_embd);
   q = AlignedBuffer(b * q_dim);
   k = AlignedBuffer(b * c.n_embd_kv());
   v = AlignedBuffer(b * c.n_embd_kv());
   att = AlignedBuffer(b * q_dim);
+  attn_out = AlignedBuffer(b * c.n_embd);
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
+  attn_scratch = AttentionScratch{xn.f32(),  q.f32(),        k.f32(),       v.f32(),
+                                  att.f32(), attn_out.f32(), attn_ws.data()};
+  attn_chunks.resize(static_cast<size_t>(n_seq));
   logits.resize(static_cast<size_t>(c.n_vocab));
   bind_ffn(o.sparse_threshold);
   open_device(o);

@@ -3,9 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "model/linear.h"
+#include "ops/linear.h"
 #include "model/session_impl.h"
-#include "ops/norm.h"
 #include "ops/vec.h"
 
 namespace hearth {
@@ -66,16 +65,9 @@ void Session::Impl::run_attention(size_t il, int64_t n) {
     }
     return;
   }
-  // On the host the projections take every sequence's rows at once (one read of the weights);
-  // only the attention itself runs per sequence (attend).
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  const LayerWeights& l = model.weights.layers[il];
-  float* const xns = xn.f32();
-  rms_norm_rows(ctx, xs, l.attn_norm, config.norm_eps, n, n_embd, xns);
-  linear_shared(ctx, {{&l.wq, q.f32()}, {&l.wk, k.f32()}, {&l.wv, v.f32()}}, xns, n);
-  attend(il, /*rotate=*/true);
-  linear(ctx, l.wo, att.f32(), n, xns);
-  vec_add(ctx.isa(), xs, xns, n * n_embd);
+  attention_residual(ctx, config, attn, rope, model.weights.layers[il], layer_chunks(il),
+                     attn_scratch, xs, n);
 }
 
 void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t n) {

@@ -10,10 +10,10 @@
 #include "core/aligned_buffer.h"
 #include "hearth/session.h"
 #include "core/trace.h"
-#include "model/attention_block.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/attention_block.h"
 #include "ops/rope.h"
 #include "sparse/ffn.h"
 
@@ -53,15 +53,19 @@ struct Session::Impl {
 
   std::vector<AlignedBuffer> k_cache;  // per layer [n_seq, n_ctx, n_head_kv, head_dim]
   std::vector<AlignedBuffer> v_cache;
-  // Activations for up to n_batch tokens.
-  AlignedBuffer x;      // [n_batch, n_embd] residual stream
-  AlignedBuffer xn;     // [n_batch, n_embd] normed input / projection output
-  AlignedBuffer q;      // [n_batch, n_head * head_dim]
-  AlignedBuffer k;      // [n_batch, n_embd_kv]
-  AlignedBuffer v;      // [n_batch, n_embd_kv]
-  AlignedBuffer att;    // [n_batch, n_head * head_dim]
-  AlignedBuffer ffn_out;  // [n_batch, n_embd]
+  std::vector<AttentionChunk> attn_chunks;  // [n_seq] the pass's chunks with one layer's caches
+  // Activations for up to n_batch tokens, each buffer holding one thing.
+  AlignedBuffer x;         // [n_batch, n_embd] residual stream
+  AlignedBuffer xn;        // [n_batch, n_embd] the block's normed input (attention, then FFN)
+  AlignedBuffer xa;        // [n_batch, n_embd] parallel blocks: the attention's own norm
+  AlignedBuffer q;         // [n_batch, n_head * head_dim]
+  AlignedBuffer k;         // [n_batch, n_embd_kv]
+  AlignedBuffer v;         // [n_batch, n_embd_kv]
+  AlignedBuffer att;       // [n_batch, n_head * head_dim] attention before wo
+  AlignedBuffer attn_out;  // [n_batch, n_embd] the attention half's output
+  AlignedBuffer ffn_out;   // [n_batch, n_embd] the FFN half's output
   AlignedBuffer attn_ws;
+  AttentionScratch attn_scratch;  // views of the buffers above
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
   // Hybrid execution: this session's part on the model's device, and per layer the host's FFN
   // restricted to the cold neurons (where the device has hot ones).
@@ -76,21 +80,21 @@ struct Session::Impl {
   // sequence, and advances the sequences. Writes into `out` the logits of every token ([n,
   // n_vocab]) when all_rows, else of each chunk's last token ([chunks, n_vocab]).
   void forward(std::span<const SeqTokens> batch, float* out, bool all_rows);
-  // The layers of the architecture family (forward_<family>.cc): from the token embeddings that
-  // forward() puts in x[n, n_embd] to the final residual stream, left in x.
-  void forward_llama(int64_t n);
-  void forward_falcon(int64_t n);
-  void forward_opt(int64_t n);
-  // The attention of layer il for every chunk, from q, k, v [n, ...] to att: RoPE at each token's
-  // position (when `rotate`), K and V stored in the chunk's sequence cache, attention against it.
-  void attend(size_t il, bool rotate);
-  // The final norm and output projection, from the residual stream the family's pass leaves in x.
+  // The layers of any block recipe (ModelConfig::block), from the token embeddings that forward()
+  // puts in x[n, n_embd] to the final residual stream, left in x.
+  void sequential_layer(size_t il, int64_t n);
+  void parallel_layer(size_t il, int64_t n);
+  // x[n, n_embd] += the learned position of each row (BlockRecipe::learned_positions).
+  void add_positions(int64_t n);
+  // attn_chunks = the pass's chunks with layer il's caches.
+  std::span<const AttentionChunk> layer_chunks(size_t il);
+  // The final norm and output projection, from the residual stream the layers leave in x.
   void output_head(int64_t n, float* out, bool all_rows);
   void check_seq(int32_t seq) const;
   void check_tokens(int32_t seq, std::span<const int32_t> tokens) const;
   void check_batch(std::span<const SeqTokens> batch, size_t n_logits) const;
-  // x[n, n_embd] += attention of layer il (Llama family) for every chunk, on the device when it
-  // holds the layer (session_hybrid.cc).
+  // x[n, n_embd] += attention of layer il of a sequential block for every chunk, on the device
+  // when it holds the layer (session_hybrid.cc).
   void run_attention(size_t il, int64_t n);
   // ffn_out[n, n_embd] = FFN of layer il over xn (p: the predictor's input); hot neurons on the
   // device and cold ones on the host at the same time when the layer is split (session_hybrid.cc).

@@ -52,24 +52,16 @@ const float* bind_vector(const gguf::TensorInfo& t, Weights& w) {
 // Learned positions: the context the model can see is the table's rows past the offset.
 void check_positions(const std::string& path, const Weights& w, ModelConfig& config) {
   if (!w.pos_embd.present()) return;
-  const int64_t n_pos = w.pos_embd.rows - w.pos_offset;
+  const int64_t offset = config.block.pos_offset;
+  const int64_t n_pos = w.pos_embd.rows - offset;
   if (n_pos < 1) {
     fail(path, ": tensor 'position_embd.weight' has ", w.pos_embd.rows,
-         " rows; it needs more than the position offset ", w.pos_offset);
+         " rows; it needs more than the position offset ", offset);
   }
   config.n_ctx_train = std::min(config.n_ctx_train, n_pos);
 }
 
 }  // namespace
-
-void visit_weights(const ModelConfig& config, Weights& weights, const WeightVisitor& visit) {
-  switch (arch_family(config)) {
-    case ArchFamily::Llama: return visit_llama_weights(config, weights, visit);
-    case ArchFamily::Falcon: return visit_falcon_weights(config, weights, visit);
-    case ArchFamily::Opt: return visit_opt_weights(config, weights, visit);
-  }
-  visit_llama_weights(config, weights, visit);
-}
 
 Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   // The vocabulary size is whatever the embedding table holds.

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "model/linear.h"
+#include "ops/linear.h"
 #include "ops/sparse_matmul.h"
 #include "ops/vec.h"
 

@@ -30,7 +30,7 @@
 
 #include "backend/cpu/context.h"
 #include "hearth/session.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 #include "ops/activation.h"
 
 namespace hearth::sparse {

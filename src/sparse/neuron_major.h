@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/huge_buffer.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 
 namespace hearth::sparse {
 

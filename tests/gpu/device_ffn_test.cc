@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "model/config.h"
-#include "model/linear.h"
+#include "ops/linear.h"
 #include "test_model.h"
 
 namespace hearth::test {

@@ -5,7 +5,7 @@
 #include "backend/cuda_entry.h"
 #include "core/quantize.h"
 #include "model/config.h"
-#include "model/linear.h"
+#include "ops/linear.h"
 #include "ops/norm.h"
 #include "ops/vec.h"
 

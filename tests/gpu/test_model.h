@@ -11,7 +11,7 @@
 #include "backend/device.h"
 #include "gpu_test_util.h"
 #include "hearth/session.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 #include "ops/attention.h"
 #include "ops/rope.h"
 #include "sparse/ffn.h"

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "common/kernel_test_util.h"
-#include "model/linear.h"
+#include "ops/linear.h"
 
 namespace hearth {
 namespace {

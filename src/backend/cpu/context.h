@@ -13,7 +13,7 @@
 namespace hearth::cpu {
 
 // Sees the input rows of every weight product the model layer makes through linear()
-// (model/linear.h): how `hearth imatrix` gathers activation statistics. The weights are named by
+// (ops/linear.h): how `hearth imatrix` gathers activation statistics. The weights are named by
 // their data address, which only the model layer can turn into a tensor name.
 class MatmulHook {
  public:

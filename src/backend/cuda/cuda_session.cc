@@ -11,7 +11,7 @@
 #include "backend/cuda/rope.cuh"
 #include "core/error.h"
 #include "core/trace.h"
-#include "model/attention_block.h"
+#include "ops/attention_block.h"
 #include "ops/rope.h"
 
 namespace hearth::gpu {

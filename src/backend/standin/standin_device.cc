@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "core/trace.h"
-#include "model/attention_block.h"
 #include "model/config.h"
+#include "ops/attention_block.h"
 #include "ops/activation.h"
 #include "ops/vec.h"
 #include "sparse/ffn.h"
@@ -25,7 +25,7 @@ uint64_t scratch_floats(const ModelConfig& c, const DeviceSessionOptions& o) {
   const auto b = static_cast<uint64_t>(o.n_batch), fb = static_cast<uint64_t>(o.n_ffn_batch);
   const auto q_dim = static_cast<uint64_t>(c.n_head * c.head_dim);
   const auto kv = static_cast<uint64_t>(c.n_embd_kv());
-  return b * (2 * c.n_embd + 2 * q_dim + 2 * kv) + fb * 3 * c.n_embd +
+  return b * (3 * c.n_embd + 2 * q_dim + 2 * kv) + fb * 3 * c.n_embd +
          static_cast<uint64_t>(o.n_ctx) * c.n_rot;
 }
 
@@ -101,6 +101,7 @@ class StandinSession : public DeviceSession {
     const int64_t b = o.n_batch, q_dim = c.n_head * c.head_dim;
     x_ = take(b * c.n_embd);
     s_.xn = take(b * c.n_embd);
+    s_.out = take(b * c.n_embd);
     s_.q = take(b * q_dim);
     s_.att = take(b * q_dim);
     s_.k = take(b * c.n_embd_kv());
@@ -129,7 +130,8 @@ class StandinSession : public DeviceSession {
     worker_.submit([this] {
       TraceScope span(trace_, TraceRecorder::kDevice, "attention");
       const AttentionJob& j = job_;
-      llama_attention_block(ctx_, config_, attn_, rope_, *j.weights, j.k, j.v, s_, x_, j.n, j.pos0);
+      const AttentionChunk chunk{0, j.n, j.pos0, j.k, j.v};
+      attention_residual(ctx_, config_, attn_, rope_, *j.weights, {&chunk, 1}, s_, x_, j.n);
     });
     worker_.wait();
     std::memcpy(x, x_, bytes);

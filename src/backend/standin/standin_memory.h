@@ -9,7 +9,7 @@
 
 #include "core/aligned_buffer.h"
 #include "core/error.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 
 namespace hearth::backend {
 

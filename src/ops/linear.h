@@ -1,12 +1,12 @@
 // Products of a weight Matrix with a batch of activation rows, and bias rows: the two steps every
-// forward pass and the FFN executor take. Internal to src/model and src/sparse.
+// block (attention, FFN) takes.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 
 #include "backend/cpu/context.h"
-#include "model/weights.h"
+#include "core/weight_views.h"
 #include "ops/matmul.h"
 #include "ops/vec.h"
 

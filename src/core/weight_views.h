@@ -1,0 +1,74 @@
+// Views of a model's weights: matrices in ggml's layout inside the mapped file (or a copy the
+// model made), and the norm and bias vectors, per layer. The plain data every layer from ops/
+// upward computes with; nothing here owns tensor data except `owned`, which holds vectors that
+// had to be converted to f32 at load (e.g. f16 norm weights).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace hearth {
+
+// A weight matrix in ggml layout: `rows` rows of `cols` contiguous elements (GGUF ne = {cols, rows}).
+struct Matrix {
+  DType type = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  bool present() const { return data != nullptr; }
+  uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(type, cols); }
+  const uint8_t* row(int64_t r) const {
+    return static_cast<const uint8_t*>(data) + r * row_bytes(type, cols);
+  }
+  // Rows [first, first + n) as a matrix of their own (a view into the same data).
+  Matrix rows_range(int64_t first, int64_t n) const { return Matrix{type, row(first), n, cols}; }
+};
+
+// Which fields a model fills follows from its block recipe (model/weights.h); absent ones stay
+// null / not present. Bias and norm vectors are f32.
+struct LayerWeights {
+  const float* attn_norm = nullptr;      // [n_embd]
+  const float* attn_norm_b = nullptr;    // [n_embd]  LayerNorm bias
+  const float* attn_norm_2 = nullptr;    // [n_embd]  parallel blocks: the attention's own norm
+  const float* attn_norm_2_b = nullptr;  // [n_embd]
+  // A fused projection (BlockRecipe::fused_qkv): all Q rows, then K, then V. wq/wk/wv (and
+  // bq/bk/bv) are views of its rows, so code reads them alike for every architecture.
+  Matrix wqkv;                       // [n_head * head_dim + 2 * n_embd_kv, n_embd]
+  Matrix wq;                         // [n_head * head_dim, n_embd]
+  Matrix wk;                         // [n_head_kv * head_dim, n_embd]
+  Matrix wv;                         // [n_head_kv * head_dim, n_embd]
+  Matrix wo;                         // [n_embd, n_head * head_dim]
+  const float* bqkv = nullptr;       // [q_dim + 2 * n_embd_kv] with wqkv, where it has a bias
+  const float* bq = nullptr;         // [n_head * head_dim]
+  const float* bk = nullptr;         // [n_head_kv * head_dim]
+  const float* bv = nullptr;         // [n_head_kv * head_dim]
+  const float* bo = nullptr;         // [n_embd]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  const float* ffn_norm_b = nullptr; // [n_embd]
+  Matrix ffn_gate;                   // [n_ff, n_embd]   (absent for plain-ReLU FFNs)
+  Matrix ffn_up;                     // [n_ff, n_embd]
+  Matrix ffn_down;                   // [n_embd, n_ff]   (or, neuron-major, ffn_down_t)
+  Matrix ffn_down_t;                 // [n_ff, n_embd]   row i = the output column of neuron i
+  const float* ffn_up_b = nullptr;   // [n_ff]
+  const float* ffn_down_b = nullptr; // [n_embd]  (of whichever of ffn_down / ffn_down_t is there)
+  // Activation predictor (PowerInfer's): score = fc2 · relu(fc1 · p). Its width H varies per layer.
+  Matrix fc1;                        // [H, n_embd]
+  Matrix fc2;                        // [n_ff, H]
+
+  bool has_predictor() const { return fc1.present() && fc2.present(); }
+};
+
+struct Weights {
+  Matrix token_embd;                  // [n_vocab, n_embd]
+  Matrix pos_embd;                    // [n_pos, n_embd]  learned positions, else absent
+  const float* output_norm = nullptr; // [n_embd]
+  const float* output_norm_b = nullptr; // [n_embd]
+  Matrix output;                      // [n_vocab, n_embd] (token_embd when tied)
+  std::vector<LayerWeights> layers;
+  std::vector<std::vector<float>> owned;
+};
+
+}  // namespace hearth

@@ -1,0 +1,81 @@
+#include "ops/attention_block.h"
+
+#include <algorithm>
+
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/vec.h"
+
+namespace hearth {
+
+AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type) {
+  AttentionParams a;
+  a.n_head = static_cast<int>(c.n_head);
+  a.n_head_kv = static_cast<int>(c.n_head_kv);
+  a.head_dim = static_cast<int>(c.head_dim);
+  a.n_ctx = n_ctx;
+  a.kv_type = kv_type == KvType::F16 ? DType::F16 : DType::F32;
+  return a;
+}
+
+RopeParams rope_params(const ModelConfig& c) {
+  RopeParams rp;
+  rp.n_rot = static_cast<int>(c.n_rot);
+  rp.freq_base = c.rope_freq_base;
+  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
+  return rp;
+}
+
+int64_t default_context(const ModelConfig& c) {
+  // Like llama.cpp: a 128K-token model would otherwise take gigabytes of KV cache for a short chat.
+  return std::min<int64_t>(c.n_ctx_train, 4096);
+}
+
+void block_norm(cpu::CpuContext& ctx, const ModelConfig& c, const float* x, const float* w,
+                const float* b, int64_t n, float* y) {
+  if (c.norm == NormType::Layer) {
+    layer_norm_rows(ctx, x, w, b, c.norm_eps, n, c.n_embd, y);
+  } else {
+    rms_norm_rows(ctx, x, w, c.norm_eps, n, c.n_embd, y);
+  }
+}
+
+void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
+                     const RopeTable& rope, const LayerWeights& l,
+                     std::span<const AttentionChunk> chunks, const AttentionScratch& s,
+                     const float* a, int64_t n, float* out) {
+  const cpu::Isa isa = ctx.isa();
+  const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
+  const int n_head_kv = static_cast<int>(c.n_head_kv);
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
+  linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
+  add_bias(isa, s.q, l.bq, n, q_dim);
+  add_bias(isa, s.k, l.bk, n, kv_dim);
+  add_bias(isa, s.v, l.bv, n, kv_dim);
+  const bool rotate = c.rope_type != RopeType::None;
+  for (const AttentionChunk& ch : chunks) {
+    float* const qc = s.q + ch.row0 * q_dim;
+    float* const kc = s.k + ch.row0 * kv_dim;
+    if (rotate) {
+      rope.apply(qc, ch.n, n_head, head_dim, ch.pos0);
+      rope.apply(kc, ch.n, n_head_kv, head_dim, ch.pos0);
+    }
+    kv_store(isa, attn, kc, 0, ch.pos0, ch.n, ch.k_cache);
+    kv_store(isa, attn, s.v + ch.row0 * kv_dim, 0, ch.pos0, ch.n, ch.v_cache);
+    attention(ctx, attn, qc, ch.k_cache, ch.v_cache, ch.pos0, ch.n, s.att + ch.row0 * q_dim,
+              s.workspace);
+  }
+  linear(ctx, l.wo, s.att, n, out);
+  add_bias(isa, out, l.bo, n, c.n_embd);
+}
+
+void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
+                        const RopeTable& rope, const LayerWeights& l,
+                        std::span<const AttentionChunk> chunks, const AttentionScratch& s,
+                        float* x, int64_t n) {
+  block_norm(ctx, c, x, l.attn_norm, l.attn_norm_b, n, s.xn);
+  attention_block(ctx, c, attn, rope, l, chunks, s, s.xn, n, s.out);
+  vec_add(ctx.isa(), x, s.out, n * c.n_embd);
+}
+
+}  // namespace hearth

@@ -1,0 +1,70 @@
+// The attention half of every architecture's block, as one implementation that the host session,
+// the CPU stand-in device and the tests all run (only the CUDA device has kernels of its own,
+// tested against this):
+//
+//   out[n, n_embd] = wo · attention(rope(wq · a + bq), rope(wk · a + bk), wv · a + bv) + bo
+//
+// over the rows of several sequences' chunks at once: the projections take every row (one read
+// of the weights), while RoPE, the KV caches and attention go chunk by chunk, each against its
+// own sequence's cache. Absent biases are skipped; RoPE is skipped for models with learned
+// positions (RopeType::None).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "backend/cpu/context.h"
+#include "core/weight_views.h"
+#include "hearth/types.h"
+#include "ops/attention.h"
+#include "ops/rope.h"
+
+namespace hearth {
+
+// The attention and RoPE parameters of a model's layers for a context of n_ctx positions: the
+// host session and every device build theirs from here, so their caches and angles agree.
+AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type);
+RopeParams rope_params(const ModelConfig& c);
+
+// The context a session gets when none is asked for: the model's, but at most 4096 tokens.
+int64_t default_context(const ModelConfig& c);
+
+// y[n, n_embd] = the model's norm (RMSNorm, or LayerNorm with bias b) of x, weight w.
+void block_norm(cpu::CpuContext& ctx, const ModelConfig& c, const float* x, const float* w,
+                const float* b, int64_t n, float* y);
+
+// One sequence's rows of a batch: rows row0 .. row0 + n - 1, at positions pos0 .. pos0 + n - 1,
+// and that sequence's caches of the layer ([n_ctx, n_head_kv, head_dim] each).
+struct AttentionChunk {
+  int64_t row0 = 0;
+  int64_t n = 0;
+  int64_t pos0 = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+};
+
+// Activation buffers for up to n_batch rows, each holding one thing.
+struct AttentionScratch {
+  float* xn = nullptr;   // [n_batch, n_embd]            the normed input (attention_residual)
+  float* q = nullptr;    // [n_batch, n_head * head_dim]
+  float* k = nullptr;    // [n_batch, n_embd_kv]
+  float* v = nullptr;    // [n_batch, n_embd_kv]
+  float* att = nullptr;  // [n_batch, n_head * head_dim]  attention before wo
+  float* out = nullptr;  // [n_batch, n_embd]            wo's output (attention_residual)
+  void* workspace = nullptr;  // attention_workspace_bytes(attn, ctx.n_threads())
+};
+
+// out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),
+// chunk by chunk; the chunks' rows cover 0 .. n - 1. Stores each chunk's K and V in its caches.
+void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
+                     const RopeTable& rope, const LayerWeights& l,
+                     std::span<const AttentionChunk> chunks, const AttentionScratch& s,
+                     const float* a, int64_t n, float* out);
+
+// x[n, n_embd] += attention_block(norm(x; attn_norm)): a sequential block's attention half.
+void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
+                        const RopeTable& rope, const LayerWeights& l,
+                        std::span<const AttentionChunk> chunks, const AttentionScratch& s,
+                        float* x, int64_t n);
+
+}  // namespace hearth
