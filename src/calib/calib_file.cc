@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
-#include "model/model_impl.h"
+#include "model/model_internals.h"
 
 namespace hearth::calib {
 namespace {
@@ -102,7 +102,7 @@ std::vector<float> read_array(const gguf::GgufFile& f, const std::string& key, s
 }  // namespace
 
 void write_calibrated_model(const Model& model, const CalibrationResult& r, const std::string& out) {
-  const gguf::GgufFile& in = *model.impl().file;
+  const gguf::GgufFile& in = model_file(model);
   const ModelConfig& c = model.config();
   const bool new_predictors = !r.predictors.empty();
   gguf::GgufWriter w;
@@ -166,7 +166,7 @@ void write_calibrated_model(const Model& model, const CalibrationResult& r, cons
 }
 
 sparse::CalibReport read_calib_report(const Model& model) {
-  const gguf::GgufFile& f = *model.impl().file;
+  const gguf::GgufFile& f = model_file(model);
   const ModelConfig& c = model.config();
   const auto kind = f.get_string(std::string(kStatsPrefix) + "kind");
   if (!kind) fail(f.path(), ": not a calibrated model (no ", kStatsPrefix, "kind); run hearth calibrate first");
@@ -194,7 +194,7 @@ sparse::CalibReport read_calib_report(const Model& model) {
     l.predicted_sparsity = predicted[il];
     if (il < c.predictor_thresholds.size()) l.threshold = c.predictor_thresholds[il];
     if (il < c.down_thresholds.size()) l.threshold = c.down_thresholds[il];
-    const Matrix& fc1 = model.impl().weights.layers[il].fc1;
+    const Matrix& fc1 = model_weights(model).layers[il].fc1;
     l.predictor_rank = fc1.present() ? fc1.rows : 0;
     r.layers.push_back(std::move(l));
   }
@@ -202,7 +202,7 @@ sparse::CalibReport read_calib_report(const Model& model) {
 }
 
 ProfileData read_profile(const Model& model) {
-  const gguf::GgufFile& f = *model.impl().file;
+  const gguf::GgufFile& f = model_file(model);
   const ModelConfig& c = model.config();
   const sparse::CalibReport rep = read_calib_report(model);
   if (rep.kind != "profile") {

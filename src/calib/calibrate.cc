@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "hearth/session.h"
-#include "model/model_impl.h"
+#include "model/model_internals.h"
 #include "sparse/activation_profile.h"
 
 namespace hearth::calib {
@@ -52,7 +52,7 @@ float round_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
 // The bytes one active neuron costs a decode step: its rows of up and gate and its row of the
 // neuron-major down (the sparse path's reads).
 double bytes_per_neuron(const Model& m) {
-  const LayerWeights& l = m.impl().weights.layers.front();
+  const LayerWeights& l = model_weights(m).layers.front();
   double b = static_cast<double>(row_bytes(l.ffn_up.type, l.ffn_up.cols));
   if (l.ffn_gate.present()) b += static_cast<double>(row_bytes(l.ffn_gate.type, l.ffn_gate.cols));
   const Matrix& down = l.ffn_down_t.present() ? l.ffn_down_t : l.ffn_down;

@@ -8,7 +8,7 @@
 #include "core/quantize.h"
 #include "gguf/gguf.h"
 #include "hearth/session.h"
-#include "model/model_impl.h"
+#include "model/model_internals.h"
 
 namespace hearth::calib {
 namespace {
@@ -79,7 +79,7 @@ Imatrix collect_imatrix(const std::shared_ptr<const Model>& model, const Imatrix
   m.datasets.push_back(o.dataset_name);
   m.chunk_size = static_cast<uint32_t>(o.window);
   m.chunk_count = static_cast<uint32_t>((tokens.size() + o.window - 1) / o.window);
-  const gguf::GgufFile& file = *model->impl().file;
+  const gguf::GgufFile& file = model_file(*model);
   for (const auto& [name, a] : collector.sums()) {
     ImatrixEntry& e = m.entries[name];
     e.sum2.assign(a.sum2.begin(), a.sum2.end());

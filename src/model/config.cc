@@ -143,26 +143,6 @@ FfnActivation parse_ffn_activation(std::string_view name, const std::string& whe
   fail(where, ": unknown FFN activation '", name, "' (expected silu, relu, relu2 or gelu)");
 }
 
-Activation to_activation(FfnActivation a) {
-  switch (a) {
-    case FfnActivation::Silu: return Activation::Silu;
-    case FfnActivation::Relu: return Activation::Relu;
-    case FfnActivation::Relu2: return Activation::Relu2;
-    case FfnActivation::Gelu: return Activation::Gelu;
-  }
-  return Activation::Silu;
-}
-
-FfnActivation from_activation(Activation a) {
-  switch (a) {
-    case Activation::Silu: return FfnActivation::Silu;
-    case Activation::Relu: return FfnActivation::Relu;
-    case Activation::Relu2: return FfnActivation::Relu2;
-    case Activation::Gelu: return FfnActivation::Gelu;
-  }
-  return FfnActivation::Silu;
-}
-
 ModelConfig read_config(const gguf::GgufFile& file) {
   ModelConfig c;
   const auto arch = file.get_string("general.architecture");

@@ -15,8 +15,4 @@ ModelConfig read_config(const gguf::GgufFile& file);
 // Parses hearth.ffn_activation values: "silu", "relu", "relu2", "gelu".
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where);
 
-// The public enum and the ops' enum name the same four functions.
-Activation to_activation(FfnActivation a);
-FfnActivation from_activation(Activation a);
-
 }  // namespace hearth

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/model_impl.h"
+#include "model/model_internals.h"
 #include "model/neuron_order.h"
 
 namespace hearth {
@@ -77,5 +78,12 @@ std::optional<std::string> Model::chat_template() const {
   if (!t) return std::nullopt;
   return std::string(*t);
 }
+
+}  // namespace hearth
+
+namespace hearth {
+
+const gguf::GgufFile& model_file(const Model& model) { return *model.impl().file; }
+const Weights& model_weights(const Model& model) { return model.impl().weights; }
 
 }  // namespace hearth

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "core/error.h"
 #include "ops/attention_block.h"
 #include "model/model_impl.h"

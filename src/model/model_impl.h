@@ -4,7 +4,7 @@
 #include <memory>
 #include <mutex>
 
-#include "backend/device.h"
+#include "device/device.h"
 #include "core/huge_buffer.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"

@@ -26,7 +26,7 @@
 #include "model/imatrix_file.h"
 #include "hearth/model.h"
 #include "model/config.h"
-#include "model/model_impl.h"
+#include "model/model_internals.h"
 #include "model/weights.h"
 
 namespace fs = std::filesystem;
@@ -375,7 +375,7 @@ QuantizeReport quantize_model(const std::string& in, const std::string& out,
   // maps it: kept tensors are written straight from the mapping.
   const std::shared_ptr<const Model> model = Model::load(in);
   check_paths(in, out);
-  const gguf::GgufFile& file = *model->impl().file;
+  const gguf::GgufFile& file = model_file(*model);
   const std::set<std::string> matrices = matrix_names(file, model->config());
   Imatrix imatrix;
   if (!options.imatrix.empty()) {

@@ -101,4 +101,24 @@ void vec_exp(cpu::Isa isa, const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
+Activation to_activation(FfnActivation a) {
+  switch (a) {
+    case FfnActivation::Silu: return Activation::Silu;
+    case FfnActivation::Relu: return Activation::Relu;
+    case FfnActivation::Relu2: return Activation::Relu2;
+    case FfnActivation::Gelu: return Activation::Gelu;
+  }
+  return Activation::Silu;
+}
+
+FfnActivation from_activation(Activation a) {
+  switch (a) {
+    case Activation::Silu: return FfnActivation::Silu;
+    case Activation::Relu: return FfnActivation::Relu;
+    case Activation::Relu2: return FfnActivation::Relu2;
+    case Activation::Gelu: return FfnActivation::Gelu;
+  }
+  return FfnActivation::Silu;
+}
+
 }  // namespace hearth

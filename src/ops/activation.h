@@ -10,6 +10,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/dispatch.h"
+#include "hearth/types.h"
 
 namespace hearth {
 
@@ -23,6 +24,10 @@ enum class Activation {
 // "silu", "relu", "relu2", "gelu" (the values of the hearth.ffn_activation key); nullopt otherwise.
 std::optional<Activation> parse_activation(std::string_view name);
 std::string_view activation_name(Activation act);
+
+// The public enum (ModelConfig::ffn_act) and this one name the same four functions.
+Activation to_activation(FfnActivation a);
+FfnActivation from_activation(Activation a);
 
 // y[n] = act(x[n])
 void activate(cpu::Isa isa, Activation act, const float* x, int64_t n, float* y);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
-#include "backend/cuda/kernels_test_api.h"
+#include "device/cuda/kernels_test_api.h"
 #include "gpu_test_util.h"
 
 namespace hearth::test {

@@ -1,10 +1,10 @@
-// cuBLAS is loaded at run time (backend/cuda/cublas_api.h). Loading it needs no GPU, so this runs
+// cuBLAS is loaded at run time (device/cuda/cublas_api.h). Loading it needs no GPU, so this runs
 // wherever the CUDA build does (CI included).
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "backend/cuda/cublas_api.h"
+#include "device/cuda/cublas_api.h"
 
 namespace hearth::gpu {
 namespace {

@@ -1,13 +1,13 @@
 // The CUDA device's memory accounting: exact byte counts, session scratch as reported, clean
 // failures (a named hearth::Error, nothing left allocated).
-#include "backend/cuda/device_memory.h"
+#include "device/cuda/device_memory.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "backend/cuda_entry.h"
+#include "device/cuda_entry.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "test_model.h"

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cuda/kernels_reference.h"
-#include "backend/cuda/kernels_test_api.h"
+#include "device/cuda/kernels_reference.h"
+#include "device/cuda/kernels_test_api.h"
 #include "gpu_test_util.h"
 #include "model/config.h"
 #include "ops/activation.h"

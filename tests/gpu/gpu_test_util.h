@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda_entry.h"
+#include "device/cuda_entry.h"
 #include "common/kernel_test_util.h"
 
 namespace hearth::test {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/kernel_types.h"
-#include "backend/cuda/kernels_reference.h"
-#include "backend/cuda/kernels_test_api.h"
+#include "device/cuda/kernel_types.h"
+#include "device/cuda/kernels_reference.h"
+#include "device/cuda/kernels_test_api.h"
 #include "gpu_test_util.h"
 
 namespace hearth::test {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cuda/kernels_test_api.h"
+#include "device/cuda/kernels_test_api.h"
 #include "core/fp16.h"
 #include "gpu_test_util.h"
 #include "ops/norm.h"

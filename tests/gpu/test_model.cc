@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "backend/cuda_entry.h"
+#include "device/cuda_entry.h"
 #include "core/quantize.h"
 #include "model/config.h"
 #include "ops/linear.h"

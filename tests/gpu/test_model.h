@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/context.h"
-#include "backend/device.h"
+#include "device/device.h"
 #include "gpu_test_util.h"
 #include "hearth/session.h"
 #include "core/weight_views.h"

@@ -1,6 +1,6 @@
-// backend/cuda_entry.h in every build: without a usable GPU (always so without -DHEARTH_CUDA=ON)
+// device/cuda_entry.h in every build: without a usable GPU (always so without -DHEARTH_CUDA=ON)
 // no device is counted and asking for one is a clean hearth::Error, never a crash.
-#include "backend/cuda_entry.h"
+#include "device/cuda_entry.h"
 
 #include <gtest/gtest.h>
 

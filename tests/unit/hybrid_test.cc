@@ -8,7 +8,7 @@
 #include <cmath>
 #include <tuple>
 
-#include "backend/standin/standin_device.h"
+#include "device/standin/standin_device.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "hearth/model.h"
