@@ -76,15 +76,11 @@ SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
   return requested;
 }
 
-sparse::FfnShape ffn_shape(const ModelConfig& c, const Weights& w, int32_t n_batch) {
-  sparse::FfnShape s;
-  s.n_embd = c.n_embd;
-  s.n_ff = c.n_ff;
-  s.n_batch = n_batch;
-  s.act = to_activation(c.ffn_act);
-  s.up_relu = c.ffn_up_relu;
-  for (const LayerWeights& l : w.layers) s.max_hidden = std::max(s.max_hidden, l.fc1.rows);
-  return s;
+sparse::FfnShape session_ffn_shape(const Model::Impl& m, int32_t n_batch) {
+  int64_t max_hidden = 0;
+  for (const LayerWeights& l : m.weights.layers) max_hidden = std::max(max_hidden, l.fc1.rows);
+  return sparse::ffn_shape(m.config, m.config.n_ff, max_hidden, n_batch,
+                           !m.neuron_order.empty());
 }
 
 }  // namespace
@@ -104,7 +100,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       chunks(static_cast<size_t>(n_seq)),
       chunk_rows(static_cast<size_t>(n_seq)),
       row_pos(static_cast<size_t>(n_batch)),
-      ffn(ffn_shape(config, model.weights, n_batch),
+      ffn(session_ffn_shape(model, n_batch),
           sparse::FfnMode{sparse_mode, sparse_audit, o.sparse_prompt, o.ffn_observer}) {
   if (o.ffn_observer && sparse_mode != SparseMode::Dense) {
     fail("an FFN observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "core/quantize.h"
 #include "gguf/gguf.h"
@@ -13,6 +14,7 @@
 #include "model/config.h"
 #include "model/synth_internal.h"
 #include "model/weights.h"
+#include "ops/attention_block.h"
 
 namespace hearth {
 
@@ -82,56 +84,6 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t
   }
 }
 
-// RoPE on adjacent pairs (llama), x[n, n_head, head_dim], token t at position t.
-void rope(const ModelConfig& c, float* x, int64_t n, int64_t n_head) {
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < c.n_rot / 2; ++i) {
-      const double theta =
-          static_cast<double>(t) *
-          std::pow(static_cast<double>(c.rope_freq_base), -2.0 * static_cast<double>(i) / c.n_rot);
-      const float cs = static_cast<float>(std::cos(theta)),
-                  sn = static_cast<float>(std::sin(theta));
-      for (int64_t h = 0; h < n_head; ++h) {
-        float* v = x + (t * n_head + h) * c.head_dim;
-        const float x0 = v[2 * i], x1 = v[2 * i + 1];
-        v[2 * i] = x0 * cs - x1 * sn;
-        v[2 * i + 1] = x0 * sn + x1 * cs;
-      }
-    }
-  }
-}
-
-// Causal attention: out[n, n_head * head_dim] from q[n, n_head, hd], k/v[n, n_head_kv, hd].
-void attention(const ModelConfig& c, const float* q, const float* k, const float* v, int64_t n,
-               float* out) {
-  const int64_t hd = c.head_dim, group = c.n_head / c.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> p(static_cast<size_t>(n));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t h = 0; h < c.n_head; ++h) {
-      const float* qh = q + (t * c.n_head + h) * hd;
-      const int64_t kvh = h / group;
-      float mx = -INFINITY;
-      for (int64_t s = 0; s <= t; ++s) {
-        const float* ks = k + (s * c.n_head_kv + kvh) * hd;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) dot += qh[i] * ks[i];
-        p[s] = dot * scale;
-        mx = std::max(mx, p[s]);
-      }
-      double sum = 0.0;
-      for (int64_t s = 0; s <= t; ++s) sum += (p[s] = std::exp(p[s] - mx));
-      float* o = out + (t * c.n_head + h) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t s = 0; s <= t; ++s) {
-        const float ps = static_cast<float>(p[s] / sum);
-        const float* vs = v + (s * c.n_head_kv + kvh) * hd;
-        for (int64_t i = 0; i < hd; ++i) o[i] += ps * vs[i];
-      }
-    }
-  }
-}
-
 std::vector<int32_t> random_tokens(int64_t n, int64_t n_vocab, uint64_t seed) {
   synth_detail::Rng rng(seed);
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -163,6 +115,17 @@ std::vector<NeuronCounts> reference_forward(const std::string& path,
   std::vector<float> x = buf(n * d), xn = buf(n * d), q = buf(n * q_dim), k = buf(n * kv_dim),
                      v = buf(n * kv_dim), att = buf(n * q_dim), gate = buf(n * n_ff),
                      up = buf(n * n_ff), out = buf(n * d);
+  // The attention half is the engine's one implementation (ops/attention_block) on a scalar
+  // context with an f32 cache: what this reference checks independently is the FFN. Every layer
+  // stores all n positions before attending, so one cache pair serves them all.
+  cpu::CpuContext actx(n_threads, cpu::Isa::Scalar);
+  const AttentionParams ap = attention_params(c, n, KvType::F32);
+  const RopeTable rope(rope_params(c), n);
+  AlignedBuffer k_cache(kv_cache_bytes(ap)), v_cache(kv_cache_bytes(ap));
+  AlignedBuffer workspace(attention_workspace_bytes(ap, actx.n_threads()));
+  const AttentionScratch s{xn.data(),  q.data(),   k.data(),        v.data(),
+                           att.data(), out.data(), workspace.data()};
+  const AttentionChunk chunk{0, n, 0, k_cache.data(), v_cache.data()};
   for (int64_t t = 0; t < n; ++t) {
     dequantize_row(w.token_embd.type, w.token_embd.row(tokens[t]), x.data() + t * d, d);
   }
@@ -171,15 +134,7 @@ std::vector<NeuronCounts> reference_forward(const std::string& path,
     fires->assign(static_cast<size_t>(c.n_layer), std::vector<uint32_t>(static_cast<size_t>(n_ff)));
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& l = w.layers[static_cast<size_t>(il)];
-    rms_norm(x.data(), l.attn_norm, c.norm_eps, n, d, xn.data());
-    linear(l.wq, xn.data(), n, q.data(), n_threads);
-    linear(l.wk, xn.data(), n, k.data(), n_threads);
-    linear(l.wv, xn.data(), n, v.data(), n_threads);
-    rope(c, q.data(), n, c.n_head);
-    rope(c, k.data(), n, c.n_head_kv);
-    attention(c, q.data(), k.data(), v.data(), n, att.data());
-    linear(l.wo, att.data(), n, out.data(), n_threads);
-    for (int64_t i = 0; i < n * d; ++i) x[i] += out[i];
+    attention_residual(actx, c, ap, rope, l, {&chunk, 1}, s, x.data(), n);
 
     // FFN; the predictor reads x (the residual stream) before ffn_norm.
     rms_norm(x.data(), l.ffn_norm, c.norm_eps, n, d, xn.data());

@@ -45,9 +45,10 @@ struct SynthSparsityReport {
 SynthSparsityReport measure_synth_sparsity(const std::string& path, int64_t n_tokens, uint64_t seed,
                                            int n_threads = 0);
 
-// An independent f32 forward pass over `tokens` (positions 0, 1, ...), written plainly from the
-// model's definition and sharing nothing with the engine's forward pass but the file loader and
-// the row (de)quantizers. Like the engine (and llama.cpp) it rounds activations to Q8_0 before
+// A reference f32 forward pass over `tokens` (positions 0, 1, ...): the FFN, its predictor and
+// the norms written plainly from the model's definition, sharing nothing with the engine's but
+// the file loader and the row (de)quantizers; the attention half is the engine's one attention
+// block (ops/attention_block.h) on a scalar context. Like the engine (and llama.cpp) it rounds activations to Q8_0 before
 // products with Q8_0/Q4_0 matrices; the KV cache stays f32. Returns the neuron counts of every
 // layer (the predictor reads the residual stream before ffn_norm). With `logits`, also fills it
 // with [tokens.size(), n_vocab] logits; with `fires`, with [n_layer][n_ff] counts of the tokens

@@ -28,6 +28,11 @@ uint64_t scratch_floats(const ModelConfig& c, const DeviceSessionOptions& o) {
          static_cast<uint64_t>(o.n_ctx) * c.n_rot;
 }
 
+// The device runs decode-sized FFN groups of the session's mode, with no audit or observer.
+sparse::FfnMode ffn_mode(const DeviceSessionOptions& o) {
+  return sparse::FfnMode{o.mode, false, false, nullptr};
+}
+
 // Runs one job at a time on its own thread: the "device queue".
 class Worker {
  public:
@@ -176,15 +181,9 @@ class StandinSession : public DeviceSession {
         fail("device (stand-in): layer ", il, " has hot neurons but no predictor on the device; "
              "the placement was solved for another --sparse mode");
       }
-      sparse::FfnShape shape;
-      shape.n_embd = config_.n_embd;
-      shape.n_ff = l.n_hot;
-      shape.max_hidden = l.fc1.rows;
-      shape.n_batch = options_.n_ffn_batch;
-      shape.act = to_activation(config_.ffn_act);
-      shape.up_relu = config_.ffn_up_relu;
-      executors_[il] = std::make_unique<sparse::FfnExecutor>(
-          shape, sparse::FfnMode{options_.mode, false, false, nullptr});
+      const sparse::FfnShape shape =
+          sparse::ffn_shape(config_, l.n_hot, l.fc1.rows, options_.n_ffn_batch);
+      executors_[il] = std::make_unique<sparse::FfnExecutor>(shape, ffn_mode(options_));
       bytes += executors_[il]->buffer_bytes();
       sparse::FfnWeights& w = weights_[il];
       w.gate = l.gate.present() ? &l.gate : nullptr;
@@ -247,14 +246,11 @@ MemoryInfo StandinDevice::memory() const {
 uint64_t StandinDevice::session_scratch_bytes(const ModelConfig& config,
                                               const DeviceSessionOptions& options) const {
   const AttentionParams attn = attention_params(config, options);
-  // FfnExecutor's buffers for a layer whose n_ff neurons were all hot (see its constructor): gate,
-  // up, score per token and neuron, idx, all, keep per neuron, the predictor's hidden layer. The
-  // placement is solved before the hot counts are known, so every layer is reserved in full.
-  const auto per_batch = static_cast<uint64_t>(options.n_ffn_batch * config.n_ff);
-  const uint64_t per_layer = per_batch * sizeof(float) * 3 +
-                             static_cast<uint64_t>(config.n_ff) * (2 * sizeof(int32_t) + 1) +
-                             static_cast<uint64_t>(options.n_ffn_batch * options.predictor_width) *
-                                 sizeof(float);
+  // The executors' buffers for layers whose n_ff neurons were all hot: the placement is solved
+  // before the hot counts are known, so every layer is reserved in full.
+  const uint64_t per_layer = sparse::FfnScratch::bytes(
+      sparse::ffn_shape(config, config.n_ff, options.predictor_width, options.n_ffn_batch),
+      ffn_mode(options));
   return scratch_floats(config, options) * sizeof(float) +
          attention_workspace_bytes(attn, n_threads_) + per_layer * config.n_layer;
 }

@@ -1,0 +1,48 @@
+#include "sparse/ffn_rows.h"
+
+#include <algorithm>
+
+#include "ops/linear.h"
+#include "ops/sparse_matmul.h"
+
+namespace hearth::sparse {
+
+void copy_in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n,
+                        float* dst) {
+  if (!w.order) {
+    std::copy(a, a + n * n_ff, dst);
+    return;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < n_ff; ++j) dst[t * n_ff + w.order[j]] = a[t * n_ff + j];
+  }
+}
+
+const float* in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n,
+                           float* dst) {
+  if (!w.order) return a;
+  copy_in_file_order(w, n_ff, a, n, dst);
+  return dst;
+}
+
+void down_all(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w, const float* a,
+              int64_t n, float* out, FfnScratch& s, SparseStats& stats) {
+  const int64_t n_ff = shape.n_ff, n_embd = shape.n_embd;
+  if (w.down && w.down->present()) {
+    linear(ctx, *w.down, in_file_order(w, n_ff, a, n, s.file_order.data()), n, out);
+    stats.weight_bytes += w.down->bytes();
+  } else {
+    // Only the neuron-major matrix: an axpy over every neuron, a few tokens at a time so their
+    // output rows stay in cache while each weight row is converted once per group.
+    const Matrix& dt = *w.down_t;
+    for (int64_t t0 = 0; t0 < n; t0 += kMaxSparseBatch) {
+      const int64_t tn = std::min(kMaxSparseBatch, n - t0);
+      sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, s.all.data(), n_ff, a + t0 * n_ff, tn,
+                  out + t0 * n_embd);
+    }
+    stats.weight_bytes += dt.bytes();
+  }
+  add_bias(ctx.isa(), out, w.down_bias, n, n_embd);
+}
+
+}  // namespace hearth::sparse

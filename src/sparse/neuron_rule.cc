@@ -1,0 +1,141 @@
+#include "sparse/neuron_rule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/linear.h"
+#include "ops/sparse_matmul.h"
+
+namespace hearth::sparse {
+namespace {
+
+bool gated(const FfnWeights& w) { return w.gate && w.gate->present(); }
+
+class DenseRule final : public NeuronRule {
+ public:
+  Selection decide(cpu::CpuContext&, const FfnShape&, const FfnWeights&, const float*,
+                   const float*, int64_t, FfnScratch&, SparseStats&) const override {
+    return Selection{};
+  }
+};
+
+// Oracle (threshold 0) and Threshold: the activations of the gate (or of up, without a gate), in
+// full or over w's subset, those at or below the layer's threshold zeroed.
+class MagnitudeRule final : public NeuronRule {
+ public:
+  explicit MagnitudeRule(bool oracle) : oracle_(oracle) {}
+
+  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
+                   const float* xn, const float*, int64_t n, FfnScratch& s,
+                   SparseStats& stats) const override {
+    const int64_t n_ff = shape.n_ff;
+    const Matrix& m = gated(w) ? *w.gate : *w.up;
+    const float* bias = gated(w) ? nullptr : w.up_bias;
+    float* const d = s.decided.data();
+    if (w.neurons) {
+      // Only the subset's rows: the others are a device's, which decides them itself.
+      const int64_t kc = w.n_neurons;
+      float* const tmp = s.up.data();  // [n, kc], free until the pipeline computes up
+      gather_matmul(ctx, m.type, m.data, m.rows, m.cols, w.neurons, kc, xn, n, tmp);
+      if (bias) {
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t j = 0; j < kc; ++j) tmp[t * kc + j] += bias[w.neurons[j]];
+        }
+      }
+      activate(ctx.isa(), shape.act, tmp, n * kc, tmp);
+      std::fill(d, d + n * n_ff, 0.0f);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < kc; ++j) d[t * n_ff + w.neurons[j]] = tmp[t * kc + j];
+      }
+      stats.weight_bytes += static_cast<uint64_t>(kc) * row_bytes(m.type, m.cols);
+    } else {
+      linear(ctx, m, xn, n, d);
+      add_bias(ctx.isa(), d, bias, n, n_ff);
+      activate(ctx.isa(), shape.act, d, n * n_ff, d);
+      stats.weight_bytes += m.bytes();
+    }
+    if (w.threshold > 0.0f) mask_below(d, n * n_ff, w.threshold);
+    Selection sel;
+    sel.kind = Selection::Kind::Activations;
+    sel.values = d;
+    sel.down_threshold = oracle_ ? 0.0f : w.down_threshold;
+    sel.exact = oracle_;
+    return sel;
+  }
+
+ private:
+  bool oracle_;
+};
+
+class PredictorRule final : public NeuronRule {
+ public:
+  explicit PredictorRule(bool audit) : audit_(audit) {}
+
+  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
+                   const float* xn, const float* p, int64_t n, FfnScratch& s,
+                   SparseStats& stats) const override {
+    // score[n, n_ff] = fc2 · relu(fc1 · p)
+    float* const h = s.hidden.data();
+    linear(ctx, *w.fc1, p, n, h);
+    activate(ctx.isa(), Activation::Relu, h, n * w.fc1->rows, h);
+    linear(ctx, *w.fc2, h, n, s.score.data());
+    stats.weight_bytes += w.fc1->bytes() + w.fc2->bytes();
+    Selection sel;
+    sel.kind = Selection::Kind::Scores;
+    sel.values = s.score.data();
+    sel.threshold = w.threshold;
+    if (audit_) audit(ctx, shape, w, xn, n, sel, s, stats);
+    return sel;
+  }
+
+ private:
+  // Counts the neurons that truly fire (non-zero activation of the gate, or of up without a
+  // gate) and those of them the predictor caught. Measurement only: its weight reads are not
+  // counted.
+  static void audit(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
+                    const float* xn, int64_t n, const Selection& sel, FfnScratch& s,
+                    SparseStats& stats) {
+    const int64_t n_ff = shape.n_ff;
+    float* const g = s.decided.data();
+    linear(ctx, gated(w) ? *w.gate : *w.up, xn, n, g);
+    if (!gated(w)) add_bias(ctx.isa(), g, w.up_bias, n, n_ff);
+    activate(ctx.isa(), shape.act, g, n * n_ff, g);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < n_ff; ++i) {
+        if (g[t * n_ff + i] == 0.0f) continue;
+        ++stats.audit_true;
+        if (sel.fires(t, i, n_ff)) ++stats.audit_hit;
+      }
+    }
+  }
+
+  bool audit_;
+};
+
+}  // namespace
+
+int64_t mask_below(float* v, int64_t n, float threshold) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > threshold) {
+      ++kept;
+    } else {
+      v[i] = 0.0f;
+    }
+  }
+  return kept;
+}
+
+std::unique_ptr<NeuronRule> make_neuron_rule(SparseMode mode, bool audit) {
+  switch (mode) {
+    case SparseMode::Dense: return std::make_unique<DenseRule>();
+    case SparseMode::Oracle: return std::make_unique<MagnitudeRule>(/*oracle=*/true);
+    case SparseMode::Threshold: return std::make_unique<MagnitudeRule>(/*oracle=*/false);
+    case SparseMode::Predictor: return std::make_unique<PredictorRule>(audit);
+    case SparseMode::Auto: break;
+  }
+  fail("the FFN needs a resolved sparse mode, not auto");
+}
+
+}  // namespace hearth::sparse
