@@ -23,8 +23,8 @@ void gather(cpu::CpuContext& ctx, const Matrix& m, const int32_t* idx, int64_t k
 }
 
 // The share of active neurons above which a dense pass over ffn_down is faster than the sparse
-// axpy over ffn_down_t, from the kernel micro-benchmarks (bench/sparse_bench.cc against
-// matvec, 2 threads): the axpy pays for converting weights or coefficients per row, which float
+// axpy over ffn_down_t, from the kernel micro-benchmarks (bench/sparse_bench.cc against matvec;
+// docs/benchmarks.md): the axpy pays for converting weights or coefficients per row, which float
 // weights hide behind DRAM but Q8_0 (float axpy) and Q4_0 (8-bit integer sums, one token) do not.
 double axpy_crossover(DType t) {
   switch (t) {
@@ -294,8 +294,8 @@ int64_t FfnExecutor::select_active(cpu::Isa isa, const FfnWeights& w, const floa
   if (n == 1 && mode_.mode == SparseMode::Predictor) {
     // One token's predictor decision (full is null in this mode), the common decode step:
     // branch-free, since the outcomes are random and a branch per neuron would mispredict about
-    // as often as it fires (21 -> 6 µs per layer of 5632 neurons); over all neurons the vector
-    // kernel takes 2 µs.
+    // as often as it fires; over all neurons the vector kernel (select_at_least) does better
+    // still.
     if (!w.neurons) {
       k = select_at_least(isa, score_.data(), n_cand, threshold_, idx_.data());
     } else {
