@@ -367,8 +367,8 @@ bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
   }
   // The copy is read-only between edits, so that a stray write faults instead of corrupting
   // weights. The whole mapping changes protection: changing part of it would split the mapping
-  // and, with it, the huge pages at the edges (measured: a third of a model's huge pages lost,
-  // sparse decoding slower).
+  // and, with it, the huge pages at the edges, which sparse decoding's short-row reads depend on
+  // (core/huge_buffer.h).
   if (::mprotect(mapping_, mapped_bytes_, PROT_READ | PROT_WRITE) != 0) {
     fail(path_, ": cannot make the weights writable: ", std::strerror(errno));
   }

@@ -180,8 +180,8 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const Imat
       for (float& v : weights) v = static_cast<float>(v / entry->count);
     }
   }
-  // Rows are independent: split them over the cores (the K-quant and IQ4 searches cost about a
-  // microsecond per weight, minutes for a 7B model on one core).
+  // Rows are independent: split them over the cores (the K-quant and IQ4 searches try many
+  // scales per block, too slow on one core for a large model).
   const auto convert_rows = [&](int64_t first, int64_t last) {
     std::vector<float> row(static_cast<size_t>(n));
     for (int64_t r = first; r < last; ++r) {

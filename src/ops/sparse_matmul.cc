@@ -77,8 +77,8 @@ void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const voi
 namespace {
 
 // One-token axpy in chunks of the active list: a thread streams whole rows (the column split
-// below has two threads read halves of the same short rows, which the memory system serves at
-// ~60% of a matvec's bandwidth), each chunk into its own partial sum, then the partials are
+// below has two threads read halves of the same short rows, which the memory system serves well
+// below a matvec's bandwidth), each chunk into its own partial sum, then the partials are
 // added in chunk order. Chunks hold whole groups of the Q4_0 kernel's coefficients (32 non-zero
 // coefficients, the rows actually read), so the groups are those of one pass over the whole
 // list, and their group counts differ by at most one, so a thread's contiguous share of them is
@@ -152,7 +152,7 @@ void axpy_into_parts(const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw,
   std::memset(part + c0 * cols, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
   if (k.axpy_parts) {
     // A thread's chunks in one call, so the kernel's read-ahead does not restart cold at each
-    // chunk (Q4_0 axpy of the 0.7 model, alternated per layer in one process: 3-5% faster).
+    // chunk.
     const int64_t j0 = bounds[c0];
     int64_t ends[kMaxChunks];
     for (int64_t c = c0; c < c1; ++c) ends[c - c0] = bounds[c + 1] - j0;
@@ -177,8 +177,7 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   // The partials are added in chunk order, each thread adding its own (still in its cache) to y
   // in thread order, so only y moves between cores and a thread that finished early adds its
   // share while the others still compute. (A second pass of the pool summing columns of all
-  // partials instead read half of them across cores: 1690 of 5632 rows at 2 threads, medians of
-  // 3000 interleaved calls, 196 -> 178 µs.)
+  // partials instead would read half of them across cores.)
   ctx.pool().run([&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
     if (c1 > c0) axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part);

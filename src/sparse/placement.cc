@@ -12,11 +12,9 @@
 // neurons fire far more often than the median and a predictor weighs about a thousand neurons,
 // do not come near that.
 //
-// Measured (Release, PlacementSolver.LargeModelSolves*): 80 layers x 28672 neurons (2.3M,
-// power-law frequencies, 24 GiB budget) take 0.12 s of CPU with one neuron size and 0.15 s with
-// two or three, of which the sort is 0.06 s, once the allocator's memory is warm. A first call in a
-// fresh process took 0.3 to 0.5 s on the shared development VM (load 9 on 2 cores), nearly all of
-// it page faults on the ~80 MB of work arrays.
+// Cost: the sort of every neuron by frequency is the largest single part of a solve (hence the
+// radix sort below), and a first call in a fresh process spends most of its time in page faults
+// on the work arrays. Figures: docs/benchmarks.md (PlacementSolver.LargeModelSolves*).
 #include "sparse/placement.h"
 
 #include <algorithm>
@@ -113,8 +111,9 @@ struct Item {
 };
 
 // Stable LSD radix sort on the frequency's bits (for positive floats their order as unsigned
-// integers), three passes of 11 bits: items come in layer and id order, so ties keep it. Several
-// times faster than a comparison sort on 2.3M neurons, which was most of the solve time.
+// integers), three passes of 11 bits: items come in layer and id order, so ties keep it. Linear
+// in the number of neurons, where a comparison sort's n log n over a large model's millions of
+// neurons would be most of the solve time.
 void sort_most_frequent_first(std::vector<Item>& items) {
   constexpr int kBits = 11;
   constexpr uint32_t kMask = (1u << kBits) - 1;

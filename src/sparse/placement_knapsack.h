@@ -24,10 +24,10 @@ struct ClassCounts {
   bool proven_optimal = true;
 };
 
-// Enumeration steps after which three or more classes settle for the greedy answer. 2e7 steps
-// took 0.2 s on the development VM (three classes of 700k neurons, sizes 10007, 10009, 10037
-// bytes); only byte ratios far from what real models have (a gcd of the neuron sizes tiny against
-// the sizes) come near it.
+// Enumeration steps after which three or more classes settle for the greedy answer: enough for
+// an exact answer on real models, few enough that a pathological case stays a short wait next to
+// loading the model. Only byte ratios far from what real models have (a gcd of the neuron sizes
+// tiny against the sizes) come near it.
 inline constexpr int64_t kMaxEnumerationSteps = 20'000'000;
 
 // Exact for one and two classes; for three or more exact unless the enumeration would pass

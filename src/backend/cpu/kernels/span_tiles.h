@@ -4,9 +4,9 @@
 // TileSet runs each R x T tile over whole rows, so with 8 tokens a weight tile is read once per
 // token tile and the activation rows (32 KB per 4 tokens of 2048 floats, 90 KB at 5632) pass
 // through L1 between the two reads. Here a span of R weight rows meets every token tile while it
-// is still in L1, each tile's accumulators kept in memory from span to span. Measured on the
-// 2-vCPU VM (Emerald Rapids), F16 at 8 tokens with AVX2: about 10% more FLOP/s than whole-row
-// tiles at 2048 and 5632 columns; spans of 128 to 512 columns came out alike.
+// is still in L1, each tile's accumulators kept in memory from span to span, so the weights
+// leave memory once for all token tiles. The span length matters little while a span and its
+// activations stay in L1 (figures in docs/benchmarks.md).
 #pragma once
 
 #include <array>
@@ -29,8 +29,7 @@ inline constexpr int64_t kSpanCols = 256;
 // While a block of rows computes, the next block's rows are prefetched a span at a time: a row
 // is often one 4 KiB page (2048 F16 columns) and the hardware prefetchers stop at page
 // boundaries, so without it every new row starts with a wait for DRAM that the FMAs of the
-// previous rows do not hide. Measured on the Emerald Rapids VM, F16 5632 x 2048, 8 tokens, one
-// thread: see docs/benchmarks.md.
+// previous rows do not hide. Figures in docs/benchmarks.md.
 template <typename K, int R, int T>
 class SpanTileSet {
  public:

@@ -198,9 +198,7 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
         // Next group: every line of its rows' bytes in this block (block ends 36 bytes apart
         // touch every line; the first block also its start). Into L2, not L1: a group of 32
         // rows of 2048 columns is 36 KiB, so two do not fit a 48 KiB L1 and fetching the next
-        // one there evicted this one's lines (in-model axpy of the 0.7 / 0.9 Q4_0 models, 2
-        // threads, alternated: 0.197-0.202 -> 0.181-0.186 ms and 0.070-0.101 -> 0.063-0.069 ms
-        // per layer).
+        // one there would evict this one's lines.
         if (blk == 0 || (blk & 1) || blk == nb - 1) {
           const int64_t off = blk == 0 ? 0 : blk * kB + kB - 1;
           for (int r = 0; r < ng.count; ++r)

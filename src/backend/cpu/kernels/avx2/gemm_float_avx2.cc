@@ -39,7 +39,7 @@ struct Ymm {
 
 // 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers.
 // matvec streams weights from DRAM: 8 rows at a time give 8 independent FMA chains and 8 memory
-// streams in flight, which measured 54 GB/s for F16 on 2 Zen 5 cores against 42 GB/s with 4.
+// streams in flight, which use more of DRAM's bandwidth than 4 rows' streams do.
 // A few tokens (batched decode) take the same tiles in column spans (span_tiles.h).
 template <typename L>
 void gemm_float(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,

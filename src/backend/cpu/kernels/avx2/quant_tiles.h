@@ -156,8 +156,7 @@ struct QuantTiles {
     }
     // matvec streams weights from DRAM with short rows; the hardware prefetchers lose track at
     // every row, so each group also prefetches its counterpart in a later tile (`ahead`: R rows
-    // on, capped so the lines are still in L1 when needed, or the next gathered rows). 2
-    // threads went from ~21 to ~50 GB/s.
+    // on, capped so the lines are still in L1 when needed, or the next gathered rows).
     for (int64_t g = 0; g < full; ++g) {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
@@ -189,8 +188,8 @@ struct QuantTiles {
   }
 };
 
-// Tile shapes measured on Zen 5: 2 rows x 4 tokens leaves room for the partial trees in
-// registers; a single token takes 4 rows, so 4 weight streams are in flight.
+// Tile shapes: 2 rows x 4 tokens leaves room for the partial trees in registers; a single token
+// takes 4 rows, so 4 weight streams are in flight.
 template <typename WB>
 void gemm_quant(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
                 float* y, size_t ldy) {

@@ -6,9 +6,8 @@
 //   consecutive blocks of each of a group's rows; they sit 18 bytes apart, so four 64-byte loads
 //   and two vpermt2w pick words 0, 9, ..., 63 of bytes 0-127 and of bytes 144-271.
 // - Pass 2 (SumsVnni512) sums with 512-bit vpdpbusd, without unpacking the nibbles (below).
-// One thread, 1690 of 5632 rows of 2048 columns, medians of 2000 interleaved calls: rows in L3
-// 176 -> 154 µs, from DRAM 316 -> 301 µs; 32 rows in L1 2.7 -> 2.0 µs (against 8-block chunks
-// and nibbles split by shift and mask).
+// Together they beat 8-block chunks and nibbles split by shift and mask, with rows in L1, L3 or
+// DRAM (figures in docs/benchmarks.md).
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 

@@ -35,10 +35,10 @@ struct Zmm {
 
 // Tile shapes. One token streams weights from DRAM: 8 rows give 8 FMA chains and 8 memory
 // streams, as in AVX2. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
-// costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 measured slower
-// on the Emerald Rapids VM (F16 5632 x 2048, 8 tokens, one thread: 6.5 ms against 4.6-5.1 ms;
-// 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than its
-// 12 ways). Many tokens (prompts) take 3 x 8 over whole rows, ~12% faster than AVX2's 3 x 4.
+// costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 is slower there:
+// 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than a
+// 12-way L1 holds. Many tokens (prompts) take 3 x 8 over whole rows, which beats AVX2's 3 x 4
+// (figures in docs/benchmarks.md).
 template <typename L>
 void gemm_float(int64_t n, const tiles::RowList& rows, int64_t nr, const void* x, size_t ldx,
                 int64_t nt, float* y, size_t ldy) {

@@ -2,8 +2,8 @@
 // (avx2/vnni_weights.h) with the EVEX form of the 256-bit vpdpbusd, which every AVX512-VNNI CPU
 // has (AVX-VNNI's VEX form came later). Every output is identical to the AVX2 kernels'.
 //
-// Not yet tried: 512-bit vpdpbusd. A throughput loop on the Emerald Rapids VM gave ~0.9 ns per
-// zmm and ~0.6 ns per ymm instruction (1.3x the bytes per ns), and the act_layout.h pairs would
+// Not yet tried: 512-bit vpdpbusd. A zmm vpdpbusd can issue at a lower rate than a ymm one, so it
+// may gain far less than its doubled width in bytes per cycle, and the act_layout.h pairs would
 // need a reduction tree across 128-bit lanes (no 512-bit hadd), so the gain is uncertain.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
