@@ -169,11 +169,7 @@ void write_synthetic_model(const SynthOptions& o, const std::string& path) {
   store.add_matrix("output.weight", o.n_vocab, o.n_embd, v_embd, o.type, rng);
   for (int64_t i = 0; i < o.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
-    store.add_ones(p + "attn_norm.weight", o.n_embd);
-    store.add_matrix(p + "attn_q.weight", o.n_embd, o.n_embd, v_embd, o.type, rng);
-    store.add_matrix(p + "attn_k.weight", kv_dim, o.n_embd, v_embd, o.type, rng);
-    store.add_matrix(p + "attn_v.weight", kv_dim, o.n_embd, v_embd, o.type, rng);
-    store.add_matrix(p + "attn_output.weight", o.n_embd, o.n_embd, v_embd, o.type, rng);
+    store.add_attention(p, o.n_embd, kv_dim, o.type, rng, [](int64_t) { return false; });
     store.add_ones(p + "ffn_norm.weight", o.n_embd);
     store.add_matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd, v_embd, o.type, rng);
     store.add_matrix(p + "ffn_up.weight", o.n_ff, o.n_embd, v_embd, o.type, rng);

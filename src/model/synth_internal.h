@@ -96,6 +96,21 @@ struct TensorStore {
     add_matrix(name, rows, cols, var, type, rng, [](int64_t) { return false; });
   }
 
+  // One layer's attention under prefix p: attn_norm (ones), then q, k, v and output, uniform
+  // with variance 1/n_embd (the residual stream stays at unit scale); rows r of attn_output with
+  // zero_wo_row(r) are zeros.
+  template <typename ZeroRow>
+  void add_attention(const std::string& p, int64_t n_embd, int64_t kv_dim, DType type, Rng& rng,
+                     ZeroRow zero_wo_row) {
+    const float v_embd = 1.0f / static_cast<float>(n_embd);
+    const auto none = [](int64_t) { return false; };
+    add_ones(p + "attn_norm.weight", n_embd);
+    add_matrix(p + "attn_q.weight", n_embd, n_embd, v_embd, type, rng, none);
+    add_matrix(p + "attn_k.weight", kv_dim, n_embd, v_embd, type, rng, none);
+    add_matrix(p + "attn_v.weight", kv_dim, n_embd, v_embd, type, rng, none);
+    add_matrix(p + "attn_output.weight", n_embd, n_embd, v_embd, type, rng, zero_wo_row);
+  }
+
   void add_ones(const std::string& name, int64_t n) {
     auto& blob =
         *blobs.emplace_back(std::make_unique<std::vector<uint8_t>>(static_cast<size_t>(n) * 4));
