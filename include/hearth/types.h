@@ -42,6 +42,7 @@ struct BlockRecipe {
   bool norm_bias = false;          // every norm has a .bias (LayerNorm models)
   bool fused_qkv = false;          // one attn_qkv: all Q rows, then K, then V
   bool qkv_bias = false;           // attn_q/k/v.bias (or attn_qkv.bias)
+  bool fused_gate_up = false;      // ffn_up holds the gate's rows, then up's (phi3)
   bool out_bias = false;           // attn_output.bias
   bool ffn_bias = false;           // ffn_up.bias and ffn_down.bias (ffn_down_t.bias)
   bool learned_positions = false;  // position_embd added to the embeddings (no RoPE)
@@ -65,6 +66,10 @@ struct ModelConfig {
   float norm_eps = 1e-5f;  // layer_norm_rms_epsilon or layer_norm_epsilon, per `norm`
   float rope_freq_base = 10000.0f;
   RopeType rope_type = RopeType::Normal;
+  int64_t n_swa = 0;  // sliding-window attention: each token sees its last n_swa positions; 0: all
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor with linear scaling, else 1
+  // [n_rot/2] per-frequency divisors from the rope_freqs tensor (Llama 3.1+), or empty.
+  std::vector<float> rope_freq_factors;
   FfnActivation ffn_act = FfnActivation::Silu;
   bool ffn_gated = true;    // has ffn_gate
   bool ffn_up_relu = false; // dReLU (bamboo): the activation applies to up as well as to the gate

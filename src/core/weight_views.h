@@ -48,6 +48,9 @@ struct LayerWeights {
   const float* bo = nullptr;         // [n_embd]
   const float* ffn_norm = nullptr;   // [n_embd]
   const float* ffn_norm_b = nullptr; // [n_embd]
+  // A fused projection (BlockRecipe::fused_gate_up): the gate's rows, then up's. ffn_gate and
+  // ffn_up are views of its rows.
+  Matrix ffn_gate_up;                // [2 * n_ff, n_embd]
   Matrix ffn_gate;                   // [n_ff, n_embd]   (absent for plain-ReLU FFNs)
   Matrix ffn_up;                     // [n_ff, n_embd]
   Matrix ffn_down;                   // [n_embd, n_ff]   (or, neuron-major, ffn_down_t)
@@ -67,6 +70,7 @@ struct Weights {
   const float* output_norm = nullptr; // [n_embd]
   const float* output_norm_b = nullptr; // [n_embd]
   Matrix output;                      // [n_vocab, n_embd] (token_embd when tied)
+  const float* rope_freqs = nullptr;  // [n_rot/2] RoPE frequency divisors, where the file has them
   std::vector<LayerWeights> layers;
   std::vector<std::vector<float>> owned;
 };

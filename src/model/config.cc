@@ -26,6 +26,8 @@ struct ArchTraits {
   int64_t n_ctx_train;
   BlockRecipe block;
 };
+// Qwen2: the Llama block with q/k/v biases and NeoX RoPE. Phi-3: fused QKV and fused gate|up,
+// NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
 // Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
 // every projection, learned absolute positions.
@@ -33,7 +35,9 @@ constexpr BlockRecipe kLlamaBlock{};
 constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
 constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias = true,
                                 .ffn_bias = true, .learned_positions = true, .pos_offset = 2};
-constexpr std::array<ArchTraits, 4> kArchs = {{
+constexpr BlockRecipe kQwen2Block{.qkv_bias = true};
+constexpr BlockRecipe kPhi3Block{.fused_qkv = true, .fused_gate_up = true};
+constexpr std::array<ArchTraits, 6> kArchs = {{
     {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
      2048, kLlamaBlock},
     {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
@@ -42,6 +46,10 @@ constexpr std::array<ArchTraits, 4> kArchs = {{
      2048, kFalconBlock},
     {"opt", NormType::Layer, RopeType::None, FfnActivation::Relu, FfnActivation::Relu, false, 2050,
      kOptBlock},
+    {"qwen2", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false, 4096,
+     kQwen2Block},
+    {"phi3", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false, 4096,
+     kPhi3Block},
 }};
 
 const ArchTraits* find_arch(std::string_view name) {
@@ -132,6 +140,23 @@ void check_qkv_layout(const gguf::GgufFile& file, const std::string& arch) {
   }
 }
 
+// rope.scaling.type linear (or the older rope.scale_linear): positions divided by the factor.
+float read_rope_freq_scale(const gguf::GgufFile& file, const KeyReader& keys,
+                           const std::string& arch) {
+  const auto type = file.get_string(arch + ".rope.scaling.type");
+  double factor = keys.optional_float("rope.scale_linear", 1.0);
+  if (type && *type != "none" && *type != "linear") {
+    fail(file.path(), ": ", arch, ".rope.scaling.type '", *type,
+         "' is not supported (Hearth reads none and linear)");
+  }
+  if (type && *type == "linear") factor = keys.optional_float("rope.scaling.factor", 1.0);
+  if (type && *type == "none") factor = 1.0;
+  if (!(factor > 0) || !std::isfinite(factor)) {
+    fail(file.path(), ": the RoPE scaling factor of ", arch, " must be positive (got ", factor, ")");
+  }
+  return static_cast<float>(1.0 / factor);
+}
+
 }  // namespace
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
@@ -181,6 +206,8 @@ ModelConfig read_config(const gguf::GgufFile& file) {
          ".rope.freq_base must be positive");
   }
   c.rope_type = traits->rope_type;
+  c.rope_freq_scale = read_rope_freq_scale(file, keys, c.arch);
+  c.n_swa = keys.optional_int("attention.sliding_window", 0, 0, int64_t{1} << 24);
   c.block = traits->block;
   if (c.block.fused_qkv) check_qkv_layout(file, c.arch);
   c.ffn_act = file.is_powerinfer() ? traits->sparse_act : traits->default_act;

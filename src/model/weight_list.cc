@@ -52,8 +52,16 @@ void visit_attention(const ModelConfig& c, const std::string& p, LayerWeights& l
 void visit_ffn(const ModelConfig& c, const std::string& p, LayerWeights& l,
                const WeightVisitor& visit) {
   const BlockRecipe& b = c.block;
-  visit({p + "ffn_gate.weight", c.n_embd, c.n_ff, false, &l.ffn_gate, nullptr});
-  visit({p + "ffn_up.weight", c.n_embd, c.n_ff, true, &l.ffn_up, nullptr});
+  if (b.fused_gate_up) {
+    visit({p + "ffn_up.weight", c.n_embd, 2 * c.n_ff, true, &l.ffn_gate_up, nullptr});
+    if (l.ffn_gate_up.present()) {
+      l.ffn_gate = l.ffn_gate_up.rows_range(0, c.n_ff);
+      l.ffn_up = l.ffn_gate_up.rows_range(c.n_ff, c.n_ff);
+    }
+  } else {
+    visit({p + "ffn_gate.weight", c.n_embd, c.n_ff, false, &l.ffn_gate, nullptr});
+    visit({p + "ffn_up.weight", c.n_embd, c.n_ff, true, &l.ffn_up, nullptr});
+  }
   if (b.ffn_bias) visit({p + "ffn_up.bias", c.n_ff, 1, true, nullptr, &l.ffn_up_b});
   // bind_weights requires at least one layout of down; the bias is named after the one there is.
   visit({p + "ffn_down.weight", c.n_ff, c.n_embd, false, &l.ffn_down, nullptr});
@@ -79,6 +87,9 @@ void visit_weights(const ModelConfig& c, Weights& w, const WeightVisitor& visit)
   }
   visit_norm(b, "output_norm", c.n_embd, true, &w.output_norm, &w.output_norm_b, visit);
   visit({"output.weight", c.n_embd, c.n_vocab, false, &w.output, nullptr});
+  if (!b.learned_positions) {
+    visit({"rope_freqs.weight", c.n_rot / 2, 1, false, nullptr, &w.rope_freqs});
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];

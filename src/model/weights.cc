@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -100,6 +101,15 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   });
 
   check_layers(file.path(), w.layers);
+  if (w.rope_freqs) {
+    config.rope_freq_factors.assign(w.rope_freqs, w.rope_freqs + config.n_rot / 2);
+    for (const float f : config.rope_freq_factors) {
+      if (!(f > 0) || !std::isfinite(f)) {
+        fail(file.path(), ": tensor 'rope_freqs.weight' holds ", f, "; RoPE frequency divisors "
+             "must be positive and finite");
+      }
+    }
+  }
   check_positions(file.path(), w, config);
   config.tied_output = !w.output.present();
   if (config.tied_output) w.output = w.token_embd;

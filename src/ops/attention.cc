@@ -36,9 +36,9 @@ void attention_tile_scalar(const Tile& t) {
   for (int i = 0; i < t.n_q; ++i) {
     const float* q = t.q[i];
     float* s = t.scores[i];
-    const int64_t n = t.n_vis[i];
+    const int64_t n = t.n_vis[i], j0 = t.first[i];
     float max = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       const int64_t row = j * t.row_stride;
       float dot = 0.0f;
       for (int d = 0; d < hd; ++d) dot += q[d] * cache_elem(t.k, t.f16, row + d);
@@ -46,13 +46,13 @@ void attention_tile_scalar(const Tile& t) {
       max = s[j] > max ? s[j] : max;
     }
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       s[j] = std::exp(s[j] - max);
       sum += s[j];
     }
     float* out = t.out[i];
     for (int d = 0; d < hd; ++d) out[d] = 0.0f;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       const int64_t row = j * t.row_stride;
       for (int d = 0; d < hd; ++d) out[d] += s[j] * cache_elem(t.v, t.f16, row + d);
     }
@@ -152,6 +152,7 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
         t.q[i] = q + tok * q_stride + static_cast<int64_t>(h) * hd;
         t.out[i] = out + tok * q_stride + static_cast<int64_t>(h) * hd;
         t.n_vis[i] = pos0 + tok + 1;
+        t.first[i] = p.window > 0 && t.n_vis[i] > p.window ? t.n_vis[i] - p.window : 0;
         t.scores[i] = scores + i * score_floats;
       }
       if (simd) {

@@ -5,8 +5,8 @@
 // kv_store() before attention() reads them.
 //
 // attention() computes, for every query token t (at position pos0 + t) and head h,
-//   out[t, h] = Σ_{j <= pos0 + t} softmax_j(scale · q[t, h] · K[j, kvh]) · V[j, kvh]
-// with kvh = h / (n_head / n_head_kv), the maximum subtracted before exponentiating, and float
+//   out[t, h] = Σ_{lo <= j <= pos0 + t} softmax_j(scale · q[t, h] · K[j, kvh]) · V[j, kvh]
+// with lo = 0, or pos0 + t - window + 1 with a sliding window (llama.cpp's n_swa), kvh = h / (n_head / n_head_kv), the maximum subtracted before exponentiating, and float
 // accumulation (F16 cache elements are widened exactly; q stays float). The work is split over the
 // context's threads by groups of up to four queries that share a KV head, so each K/V row read is
 // used several times (GQA heads in decode, neighbouring tokens in prefill). Results do not depend
@@ -29,6 +29,7 @@ struct AttentionParams {
   int64_t n_ctx = 0;           // positions each cache holds
   DType kv_type = DType::F32;  // F32 or F16
   float scale = 0.0f;          // 0 means 1 / sqrt(head_dim)
+  int64_t window = 0;          // a query at position p sees keys p - window + 1 .. p; 0: all
 };
 
 // Bytes of one cache (K or V): n_ctx · n_head_kv · head_dim elements of kv_type.

@@ -15,6 +15,7 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   a.head_dim = static_cast<int>(c.head_dim);
   a.n_ctx = n_ctx;
   a.kv_type = kv_type == KvType::F16 ? DType::F16 : DType::F32;
+  a.window = c.n_swa;
   return a;
 }
 
@@ -22,6 +23,8 @@ RopeParams rope_params(const ModelConfig& c) {
   RopeParams rp;
   rp.n_rot = static_cast<int>(c.n_rot);
   rp.freq_base = c.rope_freq_base;
+  rp.freq_scale = c.rope_freq_scale;
+  rp.freq_factors = c.rope_freq_factors;
   rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
   return rp;
 }

@@ -13,7 +13,8 @@ struct Tile {
   int n_q = 0;                           // queries in this tile, 1..kMaxTileQueries
   const float* q[kMaxTileQueries] = {};  // [head_dim] each
   float* out[kMaxTileQueries] = {};      // [head_dim] each
-  int64_t n_vis[kMaxTileQueries] = {};   // keys query i sees (0 .. n_vis-1); nondecreasing in i
+  int64_t n_vis[kMaxTileQueries] = {};   // keys query i sees end at n_vis - 1; nondecreasing in i
+  int64_t first[kMaxTileQueries] = {};   // and start at first (a sliding window); nondecreasing
   float* scores[kMaxTileQueries] = {};   // workspace, [n_vis[n_q - 1]] each
   const void* k = nullptr;               // element (pos j, dim d) at k[j * row_stride + d]
   const void* v = nullptr;               // same layout as k

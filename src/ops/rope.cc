@@ -11,8 +11,10 @@ void rope_cos_sin(const RopeParams& params, int64_t pos, float* cs) {
   // The power is accumulated by multiplication rather than recomputed per pair: that is how ggml
   // rounds it, and the last bits of theta matter at large positions.
   float theta = static_cast<float>(pos);
+  const bool factors = !params.freq_factors.empty();
+  assert(!factors || params.freq_factors.size() == static_cast<size_t>(params.n_rot / 2));
   for (int i = 0; i < params.n_rot; i += 2) {
-    const float t = params.freq_scale * theta;
+    const float t = params.freq_scale * (factors ? theta / params.freq_factors[i / 2] : theta);
     cs[i] = std::cos(t);
     cs[i + 1] = std::sin(t);
     theta *= theta_scale;

@@ -23,6 +23,8 @@ struct RopeParams {
   float freq_base = 10000.0f;  // rope.freq_base
   float freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling, else 1
   RopeStyle style = RopeStyle::Normal;
+  // [n_rot/2] per-frequency divisors (Llama 3.1's rope_freqs: theta_i / factor_i), or empty.
+  std::vector<float> freq_factors;
 };
 
 // Largest n_rot accepted (rope() keeps one position's cos/sin on the stack).

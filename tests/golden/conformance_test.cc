@@ -4,6 +4,7 @@
 // whose precision leaves no near-ties (the lower ones report how far they agree).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -136,6 +137,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Conformance{"IQ4_NL", false}, Conformance{"IQ4_XS", false},
                       Conformance{"Q3_K_M", false}, Conformance{"Q2_K", false}),
     [](const auto& info) { return std::string(info.param.type); });
+
+// The same model in other architectures' layouts (qwen2: q/k/v biases and NeoX RoPE; phi3: fused
+// QKV and gate|up, a sliding window of 128; llama with Llama 3.1's rope_freqs).
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, ConformanceFile,
+    ::testing::Values(Conformance{"qwen2-F16", true}, Conformance{"qwen2-Q4_K_M", false},
+                      Conformance{"phi3-F16", true}, Conformance{"phi3-Q4_K_M", false},
+                      Conformance{"llama-rf-F16", true}, Conformance{"llama-rf-Q4_K_M", false}),
+    [](const auto& info) {
+      std::string name = info.param.type;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 }  // namespace
 }  // namespace hearth

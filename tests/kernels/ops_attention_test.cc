@@ -63,9 +63,10 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       const float* qv = q.data() + (t * p.n_head + h) * hd;
       const int64_t n = pos0 + t + 1;
-      std::vector<double> s(static_cast<size_t>(n));
+      const int64_t lo = p.window > 0 ? std::max<int64_t>(0, n - p.window) : 0;
+      std::vector<double> s(static_cast<size_t>(n), -INFINITY);
       double max = -INFINITY, sum = 0.0;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         double dot = 0.0;
         for (int d = 0; d < hd; ++d) dot += qv[d] * cache_at(p, k, j * row + kv_off + d);
         s[j] = dot / std::sqrt(static_cast<double>(hd));
@@ -73,7 +74,7 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
       }
       for (auto& x : s) sum += x = std::exp(x - max);
       double* o = out.data() + (t * p.n_head + h) * hd;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         for (int d = 0; d < hd; ++d) o[d] += s[j] / sum * cache_at(p, v, j * row + kv_off + d);
       }
     }
@@ -84,6 +85,7 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
 struct Case {
   int n_head, n_head_kv, head_dim;
   int64_t n_ctx, pos0, n_tokens;
+  int64_t window = 0;  // sliding window (0: every earlier position)
 };
 
 const Case kCases[] = {
@@ -96,6 +98,9 @@ const Case kCases[] = {
     {2, 1, 13, 40, 3, 9},      // odd head_dim: scalar tails in the SIMD kernel
     {3, 3, 20, 40, 7, 5},      // head_dim 20: one 16-wide chunk and a tail of 4
     {6, 2, 80, 64, 30, 2},     // head_dim 80 (64 + 16), two decode tokens
+    {8, 2, 128, 300, 250, 1, 17},  // sliding window, decode
+    {4, 2, 20, 96, 11, 37, 13},    // sliding window, prefill: each query its own first key
+    {2, 1, 13, 40, 0, 9, 64},      // a window longer than the context seen so far
 };
 
 void run_case(const Case& c, DType kv_type) {
@@ -105,6 +110,7 @@ void run_case(const Case& c, DType kv_type) {
   p.head_dim = c.head_dim;
   p.n_ctx = c.n_ctx;
   p.kv_type = kv_type;
+  p.window = c.window;
   const int64_t n_out = c.n_tokens * c.n_head * c.head_dim;
   const Cache cache(p, c.pos0 + c.n_tokens, 7);
   const auto q = random_vec(n_out, 3, -1.5f, 1.5f);

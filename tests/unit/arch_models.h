@@ -1,4 +1,4 @@
-// Tiny falcon and opt models for the architecture tests: random weights (F32, or Q8_0 where the
+// Tiny falcon, opt, qwen2 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
 // rows allow), written as GGUF files (plain or PowerInfer's PWRI layout), and a reference forward
 // pass that transcribes each architecture as plain loops in double precision.
 #pragma once
@@ -46,6 +46,7 @@ struct TinyModel {
   bool norm_2 = false;  // falcon-40B's attn_norm_2
   std::string act;      // hearth.ffn_activation when not empty
   std::string layout;   // falcon.tensor_data_layout when not empty
+  int64_t window = 0;   // {arch}.attention.sliding_window when not 0
   std::vector<std::string> order;
   std::map<std::string, Tensor> tensors;
   std::mt19937 rng{7};
@@ -72,6 +73,8 @@ struct TinyModel {
     add(name + ".weight", {kEmbd}, 0.1f, 1.0f);
     add(name + ".bias", {kEmbd}, 0.1f);
   }
+  void add_rms_norm(const std::string& name) { add(name + ".weight", {kEmbd}, 0.1f, 1.0f); }
+  bool rms() const { return arch == "qwen2" || arch == "phi3"; }
   // ffn_down {n_ff, n_embd}, or PowerInfer's transposed ffn_down_t {n_embd, n_ff}.
   void add_down(const std::string& name, bool transposed) {
     add(name + ".weight", transposed ? std::vector<int64_t>{kEmbd, kFf} : std::vector<int64_t>{kFf, kEmbd},
@@ -128,7 +131,9 @@ struct TinyModel {
     w.set_u32(a + "feed_forward_length", kFf);
     w.set_u32(a + "attention.head_count", kHead);
     w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
-    w.set_f32(a + "attention.layer_norm_epsilon", kEps);
+    w.set_f32(a + (rms() ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
+              kEps);
+    if (window) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(window));
     if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
     if (!act.empty()) w.set_string("hearth.ffn_activation", act);
     const SynthVocab vocab = make_synth_vocab(kVocab);
@@ -207,6 +212,51 @@ inline TinyModel make_opt(bool pwri) {
   return m;
 }
 
+// Qwen2: the Llama block with q/k/v biases and NeoX RoPE, SwiGLU.
+inline TinyModel make_qwen2() {
+  TinyModel m;
+  m.arch = "qwen2";
+  m.n_head_kv = 2;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  for (int64_t il = 0; il < kLayers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    m.add_rms_norm(p + "attn_norm");
+    for (const char* qkv : {"attn_q", "attn_k", "attn_v"}) {
+      const int64_t rows = qkv[5] == 'q' ? kEmbd : m.kv_dim();
+      m.add_linear(p + qkv + ".weight", kEmbd, rows, 3.0f);
+      m.add(p + qkv + ".bias", {rows}, 0.2f);
+    }
+    m.add_linear(p + "attn_output.weight", kEmbd, kEmbd);
+    m.add_rms_norm(p + "ffn_norm");
+    m.add_linear(p + "ffn_gate.weight", kEmbd, kFf, 2.0f);
+    m.add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
+    m.add_down(p + "ffn_down", false);
+  }
+  return m;
+}
+
+// Phi-3: fused QKV and fused gate|up (gate rows first), NeoX RoPE, a sliding window.
+inline TinyModel make_phi3(int64_t window) {
+  TinyModel m;
+  m.arch = "phi3";
+  m.window = window;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  for (int64_t il = 0; il < kLayers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    m.add_rms_norm(p + "attn_norm");
+    m.add_linear(p + "attn_qkv.weight", kEmbd, kEmbd + 2 * m.kv_dim(), 3.0f);
+    m.add_linear(p + "attn_output.weight", kEmbd, kEmbd);
+    m.add_rms_norm(p + "ffn_norm");
+    m.add_linear(p + "ffn_up.weight", kEmbd, 2 * kFf, 2.0f);
+    m.add_down(p + "ffn_down", false);
+  }
+  return m;
+}
+
 // ---- The reference: each architecture transcribed as plain loops in double precision. ----
 
 using Vec = std::vector<double>;
@@ -242,12 +292,23 @@ inline Vec layer_norm(const Vec& x, const TinyModel& m, const std::string& name)
   return y;
 }
 
+inline Vec rms_norm(const Vec& x, const TinyModel& m, const std::string& name) {
+  const Tensor& w = m.at(name + ".weight");
+  double ss = 0.0;
+  for (double v : x) ss += v * v;
+  const double scale = 1.0 / std::sqrt(ss / double(x.size()) + kEps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w.data[i];
+  return y;
+}
+
 inline Vec row(const Tensor& t, int64_t r) {
   return Vec(t.data.begin() + r * t.ne[0], t.data.begin() + (r + 1) * t.ne[0]);
 }
 
 inline double act(const std::string& name, double x) {
   if (name == "relu") return std::max(x, 0.0);
+  if (name == "silu") return x / (1.0 + std::exp(-x));
   // gelu, tanh form (ggml's)
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
@@ -279,7 +340,9 @@ class Reference {
     if (m_.arch == "opt") add(x, row(m_.at("position_embd.weight"), pos + kOptOffset));
     for (int64_t il = 0; il < kLayers; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
-      if (m_.arch == "falcon") {
+      if (m_.rms()) {
+        llama_like_layer(il, p, pos, x);
+      } else if (m_.arch == "falcon") {
         const Vec h = layer_norm(x, m_, p + "attn_norm");
         const Vec a = m_.norm_2 ? layer_norm(x, m_, p + "attn_norm_2") : h;
         const Vec qkv = linear(m_.at(p + "attn_qkv.weight"), a);
@@ -305,31 +368,67 @@ class Reference {
         add(x, ffn(p, layer_norm(x, m_, p + "ffn_norm"), x));
       }
     }
-    const Vec h = layer_norm(x, m_, "output_norm");
+    const Vec h = m_.rms() ? rms_norm(x, m_, "output_norm") : layer_norm(x, m_, "output_norm");
     const Tensor* out = m_.find("output.weight");
     return linear(out ? *out : m_.at("token_embd.weight"), h);
   }
 
  private:
+  // Qwen2 and Phi-3: RMSNorm, attention then a gated SiLU FFN (the caller's activation).
+  void llama_like_layer(int64_t il, const std::string& p, int64_t pos, Vec& x) {
+    const Vec h = rms_norm(x, m_, p + "attn_norm");
+    Vec q, k, v;
+    if (const Tensor* qkv_w = m_.find(p + "attn_qkv.weight")) {
+      const Vec qkv = linear(*qkv_w, h);
+      q.assign(qkv.begin(), qkv.begin() + kEmbd);
+      k.assign(qkv.begin() + kEmbd, qkv.begin() + kEmbd + m_.kv_dim());
+      v.assign(qkv.begin() + kEmbd + m_.kv_dim(), qkv.end());
+    } else {
+      q = linear(m_.at(p + "attn_q.weight"), h);
+      k = linear(m_.at(p + "attn_k.weight"), h);
+      v = linear(m_.at(p + "attn_v.weight"), h);
+      add(q, m_.at(p + "attn_q.bias"));
+      add(k, m_.at(p + "attn_k.bias"));
+      add(v, m_.at(p + "attn_v.bias"));
+    }
+    rope_neox(q, kHead, pos);
+    rope_neox(k, m_.n_head_kv, pos);
+    add(x, linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v)));
+    const Vec f = rms_norm(x, m_, p + "ffn_norm");
+    Vec g, u;
+    if (m_.find(p + "ffn_gate.weight")) {
+      g = linear(m_.at(p + "ffn_gate.weight"), f);
+      u = linear(m_.at(p + "ffn_up.weight"), f);
+    } else {
+      const Vec gu = linear(m_.at(p + "ffn_up.weight"), f);
+      g.assign(gu.begin(), gu.begin() + kFf);
+      u.assign(gu.begin() + kFf, gu.end());
+    }
+    for (int64_t i = 0; i < kFf; ++i) u[i] *= act(act_, g[i]);
+    add(x, linear(m_.at(p + "ffn_down.weight"), u));
+  }
+
   Vec attend(int64_t il, const Vec& q, const Vec& k, const Vec& v) {
     k_[il].push_back(k);
     v_[il].push_back(v);
     const int64_t group = kHead / m_.n_head_kv;
     const size_t n = k_[il].size();
+    // A sliding window shows each query its last `window` positions only.
+    const size_t lo = m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
     Vec out(kEmbd, 0.0);
     for (int64_t h = 0; h < kHead; ++h) {
       const int64_t kvh = h / group;
-      Vec s(n);
+      Vec s(n, 0.0);
       double max = -1e300;
-      for (size_t j = 0; j < n; ++j) {
+      for (size_t j = lo; j < n; ++j) {
         double dot = 0.0;
         for (int64_t d = 0; d < kHeadDim; ++d) dot += q[h * kHeadDim + d] * k_[il][j][kvh * kHeadDim + d];
         s[j] = dot / std::sqrt(double(kHeadDim));
         max = std::max(max, s[j]);
       }
       double sum = 0.0;
-      for (double& e : s) sum += (e = std::exp(e - max));
-      for (size_t j = 0; j < n; ++j) {
+      for (size_t j = lo; j < n; ++j) sum += (s[j] = std::exp(s[j] - max));
+      for (size_t j = lo; j < n; ++j) {
         for (int64_t d = 0; d < kHeadDim; ++d) {
           out[h * kHeadDim + d] += s[j] / sum * v_[il][j][kvh * kHeadDim + d];
         }

@@ -86,8 +86,13 @@ void score_block(const Tile& t, int64_t j0) {
   }
 }
 
-// s[0 .. n_vis) = e^(s - max s), s[n_vis .. n_kv) = 0; returns 1 / Σ.
-float softmax_row(float* s, int64_t n_vis, int64_t n_kv) {
+// s[first .. n_vis) = e^(s - max s), s[j0 .. first) and s[n_vis .. n_kv) = 0; returns 1 / Σ.
+// The visible keys of a row are s[first ..], read as a row of their own.
+float softmax_row(float* row, int64_t j0, int64_t first, int64_t n_vis, int64_t n_kv) {
+  for (int64_t j = j0; j < first; ++j) row[j] = 0.0f;
+  float* const s = row + first;
+  n_vis -= first;
+  n_kv -= first;
   float max = s[0];
   int64_t j = 0;
   if (n_vis >= 8) {
@@ -117,12 +122,12 @@ float softmax_row(float* s, int64_t n_vis, int64_t n_kv) {
 
 // out[i][d0 .. d0 + 8C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], accumulating keys in index order.
 template <int NQ, int C, bool kF16>
-void value_block(const Tile& t, int64_t n_kv, int d0, const float* inv) {
+void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
   __m256 acc[NQ][C];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < C; ++c) acc[i][c] = _mm256_setzero_ps();
   }
-  for (int64_t j = 0; j < n_kv; ++j) {
+  for (int64_t j = j0; j < n_kv; ++j) {
     if (t.prefetch && j + kPrefetchRows < n_kv) {
       prefetch_row<kF16>(t.v, (j + kPrefetchRows) * t.row_stride + d0, 8 * C);
     }
@@ -142,25 +147,28 @@ void value_block(const Tile& t, int64_t n_kv, int d0, const float* inv) {
 
 template <int NQ, bool kF16>
 void tile_kernel(const Tile& t) {
-  const int64_t n_kv = t.n_vis[NQ - 1];
+  // Keys j0 .. n_kv - 1 are visible to some query of the tile; the others' scores are zeroed.
+  const int64_t n_kv = t.n_vis[NQ - 1], j0 = t.first[0];
   constexpr int NK = kKeysPerBlock<NQ>;
-  int64_t j = 0;
+  int64_t j = j0;
   for (; j + NK <= n_kv; j += NK) score_block<NQ, NK, kF16>(t, j);
   for (; j < n_kv; ++j) score_block<NQ, 1, kF16>(t, j);
 
   float inv[NQ];
-  for (int i = 0; i < NQ; ++i) inv[i] = softmax_row(t.scores[i], t.n_vis[i], n_kv);
+  for (int i = 0; i < NQ; ++i) {
+    inv[i] = softmax_row(t.scores[i], j0, t.first[i], t.n_vis[i], n_kv);
+  }
 
   // Output chunks of 8·C dims: NQ·C accumulators stay in registers across all keys.
   constexpr int C = NQ == 1 ? 8 : NQ == 2 ? 4 : 2;
   const int hd = t.head_dim;
   int d = 0;
-  for (; d + 8 * C <= hd; d += 8 * C) value_block<NQ, C, kF16>(t, n_kv, d, inv);
-  for (; d + 8 <= hd; d += 8) value_block<NQ, 1, kF16>(t, n_kv, d, inv);
+  for (; d + 8 * C <= hd; d += 8 * C) value_block<NQ, C, kF16>(t, j0, n_kv, d, inv);
+  for (; d + 8 <= hd; d += 8) value_block<NQ, 1, kF16>(t, j0, n_kv, d, inv);
   for (; d < hd; ++d) {
     for (int i = 0; i < NQ; ++i) {
       float acc = 0.0f;
-      for (int64_t jj = 0; jj < n_kv; ++jj) {
+      for (int64_t jj = j0; jj < n_kv; ++jj) {
         acc = __builtin_fmaf(t.scores[i][jj], load1<kF16>(t.v, jj * t.row_stride + d), acc);
       }
       t.out[i][d] = acc * inv[i];
