@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcli11-dev nlohmann-json3-dev libpcre2-dev libcpp-httplib-dev
+  libcli11-dev nlohmann-json3-dev libpcre2-dev
+  libcpp-httplib-dev         # the server tests' HTTP client only (the server has its own layer)
   clang libclang-rt-14-dev   # libFuzzer + ASan/UBSan for the GGUF fuzz target
 )
 missing=()

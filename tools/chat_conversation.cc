@@ -20,6 +20,15 @@ bool drop_oldest_turn(std::vector<text::ChatMessage>& messages) {
   return true;
 }
 
+// The content ranges of `p` that lie at or after byte `from`, as offsets from there.
+std::vector<text::TextRange> ranges_after(const text::ChatPrompt& p, size_t from) {
+  std::vector<text::TextRange> out;
+  for (const auto& [b, e] : p.content) {
+    if (e > from) out.emplace_back(std::max(b, from) - from, e - from);
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* to_string(StopReason r) {
@@ -49,9 +58,10 @@ void ChatConversation::reset() {
   cached_text_.clear();
 }
 
-std::vector<int32_t> ChatConversation::tokenize_from_scratch(const std::string& text) const {
-  return model_.tokenize(text, model_.add_bos_default(), /*parse_special=*/true);
+std::vector<int32_t> ChatConversation::tokenize_from_scratch(const text::ChatPrompt& p) const {
+  return model_.tokenize(p.text, model_.add_bos_default(), p.content);
 }
+
 
 ChatConversation::Prompt ChatConversation::make_prompt(std::vector<text::ChatMessage> messages,
                                                        int32_t n_predict) const {
@@ -61,15 +71,19 @@ ChatConversation::Prompt ChatConversation::make_prompt(std::vector<text::ChatMes
   Prompt p;
   bool scratch = session_.n_past() == 0;
   for (;;) {
-    p.text = text::render_chat(family_, messages, /*add_generation_prompt=*/true);
+    // The template's control tokens are parsed, the messages' own text is text ("</s>" typed by
+    // the user stays four characters).
+    const text::ChatPrompt rendered =
+        text::render_chat_prompt(family_, messages, /*add_generation_prompt=*/true);
+    p.text = rendered.text;
     p.from_scratch = scratch || !p.text.starts_with(cached_text_);
     if (!p.from_scratch) {
       p.tokens = model_.tokenize(std::string_view(p.text).substr(cached_text_.size()),
-                                 /*add_bos=*/false, /*parse_special=*/true);
+                                 /*add_bos=*/false, ranges_after(rendered, cached_text_.size()));
       // Without new tokens there would be no logits to sample from (the cache keeps none).
       p.from_scratch = p.tokens.empty();
     }
-    if (p.from_scratch) p.tokens = tokenize_from_scratch(p.text);
+    if (p.from_scratch) p.tokens = tokenize_from_scratch(rendered);
     const int64_t need = (p.from_scratch ? 0 : session_.n_past()) + static_cast<int64_t>(p.tokens.size());
     if (need + reserve <= n_ctx) break;
     if (drop_oldest_turn(messages)) {

@@ -71,7 +71,7 @@ class ChatConversation {
   // The tokens to evaluate for `messages`, dropping the oldest turns while they (and room for the
   // reply) do not fit. Error when even the last user message alone does not fit.
   Prompt make_prompt(std::vector<text::ChatMessage> messages, int32_t n_predict) const;
-  std::vector<int32_t> tokenize_from_scratch(const std::string& text) const;
+  std::vector<int32_t> tokenize_from_scratch(const text::ChatPrompt& prompt) const;
   // Evaluates tokens that extend the cache by `text`; returns the last token's logits.
   std::span<const float> extend(std::span<const int32_t> tokens, std::string_view text);
   // Samples reply tokens from `logits` on, passing their text through `stops` to `show`, until

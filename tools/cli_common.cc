@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -101,6 +103,9 @@ void SamplingFlags::add_to(CLI::App& app) {
 }
 
 SamplerParams SamplingFlags::resolve() const {
+  // The library takes a negative temperature as greedy (llama.cpp's convention); a flag says 0
+  // for that, and rejects what the server rejects.
+  if (!(params.temp >= 0.0f)) fail("--temp must be >= 0 (0 = greedy), got ", params.temp);
   SamplerParams sp = params;
   sp.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
   validate(sp);
@@ -117,6 +122,11 @@ void print_load_info(const std::string& model_path, const Model& model, const Se
 }
 
 std::string read_text_file(const std::string& path, const char* what) {
+  // A directory opens as a stream that reads nothing: it would pass for an empty text.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fail("cannot read ", what, " ", path, ": it is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot read ", what, " ", path);
   std::ostringstream ss;

@@ -43,6 +43,15 @@ std::vector<int64_t> parse_ranks(const std::string& s) {
   return ranks;
 }
 
+// The output must not replace the input: the same file under any spelling of its path (a
+// symbolic or hard link, "./"), as quantize refuses.
+void check_not_input(const std::string& in, const std::string& out) {
+  std::error_code ec;
+  if (in == out || std::filesystem::equivalent(in, out, ec)) {
+    fail("the output ", out, " is the input file; write to another path");
+  }
+}
+
 // Calibration can take minutes: a bad output path should fail before it starts, not after.
 void check_writable_dir(const std::string& out) {
   const std::filesystem::path dir = std::filesystem::absolute(out).parent_path();
@@ -128,6 +137,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (stage == "train") {
       if (!text_file.empty()) fail("--stage train reads its samples from -m (a --stage profile file), not -f");
       if (out_path.empty()) fail("--stage train needs -o OUT.gguf");
+      check_not_input(model_path, out_path);
       check_writable_dir(out_path);
       const auto profile = Model::load(model_path, !no_mmap);
       return finish(*profile, calib::train_from_profile(profile, o), out_path, report_dir);
@@ -142,7 +152,10 @@ int cmd_calibrate(int argc, char** argv) {
       return 0;
     }
     if (out_path.empty() && report_dir.empty()) fail("give -o OUT.gguf (and/or --report DIR)");
-    if (!out_path.empty()) check_writable_dir(out_path);
+    if (!out_path.empty()) {
+      check_not_input(model_path, out_path);
+      check_writable_dir(out_path);
+    }
     o.text = read_text_file(text_file, "calibration text");
     if (!heldout_file.empty()) o.heldout_text = read_text_file(heldout_file, "held-out text");
     if (stage == "profile") o.kind = calib::CalibKind::ProfileOnly;

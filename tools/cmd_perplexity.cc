@@ -89,8 +89,15 @@ int cmd_perplexity(int argc, char** argv) {
         eval::score_chunk(plan, targets, base_logits, c.n_vocab, dense_nll);
         eval::compare_chunk(plan, base_logits, logits, c.n_vocab, kl, same_top1);
       }
-      std::fprintf(stderr, "[%lld]%.4f,", (long long)(i + 1), eval::perplexity(nll).value);
+      const double so_far = eval::perplexity(nll).value;
+      std::fprintf(stderr, "[%lld]%.4f,", (long long)(i + 1), so_far);
       std::fflush(stderr);
+      // NaN or infinite logits (a broken model file) give no perplexity: fail, do not print one.
+      if (!std::isfinite(so_far) || (dense && !std::isfinite(eval::perplexity(dense_nll).value))) {
+        std::fprintf(stderr, "\n");
+        fail("chunk ", i + 1, ": the ", std::isfinite(so_far) ? "dense " : "",
+             "model's log-likelihood is not finite (NaN or infinite logits); no perplexity");
+      }
     }
     const double seconds = seconds_since(t0);
     std::fprintf(stderr, "\nhearth perplexity: %llu tokens scored in %.2f s\n",

@@ -1,6 +1,7 @@
 // hearth serve: the OpenAI-compatible HTTP server (src/server). This file parses the flags and
 // turns SIGINT/SIGTERM into a clean shutdown.
 #include <signal.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -16,10 +17,21 @@ namespace hearth::cli {
 namespace {
 
 // Global because a signal handler can reach the program only through a lock-free flag: set by
-// SIGINT or SIGTERM, polled by Server::run, which then shuts down and returns.
+// SIGINT or SIGTERM, polled by Server::run, which then shuts down and returns (within a few
+// seconds: --shutdown-grace bounds the requests still being answered). A second signal ends the
+// process at once, by that signal.
 volatile std::sig_atomic_t g_stop = 0;
 
-void on_stop_signal(int) { g_stop = 1; }
+void on_stop_signal(int sig) {
+  if (g_stop) {
+    constexpr char kMsg[] = "hearth serve: second signal: exiting now\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);  // delivered when this handler returns
+    return;
+  }
+  g_stop = 1;
+}
 
 void install_signal_handlers() {
   struct sigaction sa {};
@@ -66,6 +78,47 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", o.api_key,
                  "require 'Authorization: Bearer KEY' on every endpoint but /health and the "
                  "chat page at / (which asks for the key)");
+  app.add_option("--allow-host", o.allowed_hosts,
+                 "also accept requests whose Host header names NAME (repeatable; '*' accepts "
+                 "any). By default only the --host address is accepted (and localhost and the "
+                 "loopback addresses on a loopback or wildcard --host; any IP address on a "
+                 "wildcard one): others get 403, which stops DNS-rebinding pages")
+      ->type_name("NAME");
+  app.add_option("--cors", o.cors_origins,
+                 "allow cross-origin browser requests from ORIGIN, e.g. http://localhost:3000 "
+                 "(repeatable; '*' allows any). By default a request whose Origin header is not "
+                 "the server's own gets 403")
+      ->type_name("ORIGIN");
+  app.add_option("--max-connections", o.max_connections,
+                 "open connections at most; more are answered 503 (an idle keep-alive one is "
+                 "closed first)")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
+  app.add_option("--max-connections-per-client", o.max_connections_per_client,
+                 "open connections from one client address at most; more are answered 503")
+      ->check(CLI::Range(1, 65536))->capture_default_str();
+  size_t max_body_kib = o.max_body_bytes >> 10;
+  app.add_option("--max-body-kib", max_body_kib,
+                 "request body limit in KiB, for every transfer encoding (413 above it, as soon "
+                 "as it is known)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
+  app.add_option("--header-timeout", o.header_timeout_s,
+                 "seconds for a request's line and headers to arrive, from the connection's "
+                 "start (or a keep-alive request's first byte); slow senders count against it")
+      ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
+  app.add_option("--body-timeout", o.body_timeout_s,
+                 "seconds for a request's body to arrive after its headers")
+      ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
+  app.add_option("--idle-timeout", o.idle_timeout_s,
+                 "seconds a keep-alive connection may wait for its next request")
+      ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
+  app.add_option("--write-timeout", o.write_timeout_s,
+                 "seconds a response write may make no progress (a client that does not read) "
+                 "before the connection is dropped")
+      ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
+  app.add_option("--shutdown-grace", o.shutdown_grace_s,
+                 "on SIGINT/SIGTERM, seconds the requests being answered get to finish before "
+                 "their connections are closed (a second signal exits at once)")
+      ->check(CLI::Range(0.0, 600.0))->capture_default_str();
   app.add_option("--chat-template", o.chat_template,
                  "template family: " + text::chat_family_names() + " (default: from the model)")
       ->check(
@@ -81,6 +134,7 @@ int cmd_serve(int argc, char** argv) {
     o.session = sf.options();
     o.cache_prompt = !no_cache_prompt;
     o.queue_capacity = static_cast<size_t>(n_queue);
+    o.max_body_bytes = max_body_kib << 10;
     install_signal_handlers();
     server::Server server(o);
     const int port = server.bind();

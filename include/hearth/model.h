@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hearth/types.h"
@@ -89,6 +90,11 @@ class Model {
 
   // Tokenizer.
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos, bool parse_special = false) const;
+  // As tokenize(text, add_bos, /*parse_special=*/true), except inside the byte ranges `literal`
+  // ([first, second) offsets into text, ascending and disjoint): a control token written there
+  // stays text. A chat prompt's markup is parsed, its messages' content is not.
+  std::vector<int32_t> tokenize(std::string_view text, bool add_bos,
+                                std::span<const std::pair<size_t, size_t>> literal) const;
   std::string token_to_piece(int32_t id) const;
   int32_t bos() const;
   int32_t eos() const;

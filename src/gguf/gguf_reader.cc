@@ -316,12 +316,18 @@ void* read_into_memory(int fd, const std::string& path, size_t size, size_t mapp
 }  // namespace
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO (or a device) given as the model must be refused below, not wait in
+  // open() for a writer. It changes nothing for a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("cannot open ", path, ": ", std::strerror(errno));
   const FdCloser closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail("cannot stat ", path, ": ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(path, ": not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    fail(path, ": not a regular file (",
+         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket",
+         ")");
+  }
 
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;

@@ -1,11 +1,14 @@
 // GGUF v3 writer: metadata and tensor infos are encoded in memory, then streamed out with the
 // borrowed tensor data into a temporary file that is renamed over the target only when complete.
+#include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "core/dtype.h"
@@ -98,17 +101,84 @@ void encode_array(std::vector<uint8_t>& out, const std::string& key, const Value
   append_bytes(out, v.data, v.count * elem_size);
 }
 
-// The temporary file of one write(): removed unless commit() renamed it over the target.
+// Temporary files being written, for the handler below: a process killed by SIGINT, SIGTERM or
+// SIGHUP (Ctrl-C during `hearth quantize`) runs no destructor, so without it OUT.tmp.<pid> would
+// stay behind. The table is fixed and lock-free: a signal handler may only read it.
+constexpr int kMaxTempFiles = 8;
+constexpr size_t kMaxTempPath = 4096;
+struct TempSlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled or emptied, 2 a file to remove
+  char path[kMaxTempPath];
+};
+TempSlot g_temp_files[kMaxTempFiles];
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+void remove_temp_files_and_die(int sig) {
+  for (TempSlot& t : g_temp_files) {
+    if (t.state.load(std::memory_order_acquire) == 2) ::unlink(t.path);
+  }
+  // Die of the signal as if it had not been caught (the shell sees 130 for Ctrl-C).
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // delivered when this handler returns
+}
+
+// Installs the handler for signals whose action is still the default (termination): a program
+// that handles them itself (hearth serve) unwinds normally, and its destructors clean up.
+void install_cleanup_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const int sig : kCleanupSignals) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+          (old.sa_flags & SA_SIGINFO)) {
+        continue;
+      }
+      struct sigaction sa {};
+      sa.sa_handler = remove_temp_files_and_die;
+      sigemptyset(&sa.sa_mask);
+      for (const int other : kCleanupSignals) sigaddset(&sa.sa_mask, other);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+// A slot for path, or -1 when every slot is taken or the path is too long (then only the
+// destructor removes the file, as before).
+int register_temp_file(const std::string& path) {
+  install_cleanup_handler();
+  if (path.size() >= kMaxTempPath) return -1;
+  for (int i = 0; i < kMaxTempFiles; ++i) {
+    int expected = 0;
+    if (g_temp_files[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_temp_files[i].path, path.c_str(), path.size() + 1);
+      g_temp_files[i].state.store(2, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void unregister_temp_file(int slot) {
+  if (slot >= 0) g_temp_files[slot].state.store(0, std::memory_order_release);
+}
+
+// The temporary file of one write(): removed unless commit() renamed it over the target, also
+// when a signal ends the process meanwhile.
 class TempFile {
  public:
   TempFile(std::string target)
       : target_(std::move(target)), tmp_(str_cat(target_, ".tmp.", ::getpid())) {
+    slot_ = register_temp_file(tmp_);  // before the file exists: a signal never misses it
     file_ = std::fopen(tmp_.c_str(), "wb");
-    if (file_ == nullptr) fail("cannot write ", target_, ": ", std::strerror(errno));
+    if (file_ == nullptr) {
+      unregister_temp_file(slot_);
+      fail("cannot write ", target_, ": ", std::strerror(errno));
+    }
   }
   ~TempFile() {
     if (file_ != nullptr) std::fclose(file_);
     if (!committed_) std::remove(tmp_.c_str());
+    unregister_temp_file(slot_);
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
@@ -143,6 +213,7 @@ class TempFile {
   std::string tmp_;
   std::FILE* file_ = nullptr;
   bool committed_ = false;
+  int slot_ = -1;
 };
 
 uint64_t padding(uint64_t pos, uint64_t align) { return (align - pos % align) % align; }

@@ -66,6 +66,10 @@ bool Model::is_powerinfer() const { return impl_->file->is_powerinfer(); }
 std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos, bool parse_special) const {
   return impl_->tokenizer->encode(text, add_bos, parse_special);
 }
+std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos,
+                                     std::span<const std::pair<size_t, size_t>> literal) const {
+  return impl_->tokenizer->encode(text, add_bos, /*parse_special=*/true, literal);
+}
 std::string Model::token_to_piece(int32_t id) const { return impl_->tokenizer->token_to_piece(id); }
 int32_t Model::bos() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos() const { return impl_->tokenizer->eos(); }

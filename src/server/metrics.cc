@@ -32,7 +32,7 @@ void Metrics::on_result(const GenerationResult& r) {
   if (recent_.size() > kWindow) recent_.pop_front();
 }
 
-std::string Metrics::prometheus(const SchedulerGauges& g) const {
+std::string Metrics::prometheus(const SchedulerGauges& g, const HttpStats& h) const {
   std::lock_guard lock(mu_);
   double tokens = 0, seconds = 0;
   for (const auto& [n, s] : recent_) {
@@ -62,6 +62,22 @@ std::string Metrics::prometheus(const SchedulerGauges& g) const {
          static_cast<double>(g.tokens));
   metric(out, "hearth_ffn_sparsity", "gauge",
          "Fraction of FFN neurons skipped over all requests so far.", g.ffn_sparsity);
+  metric(out, "hearth_http_connections", "gauge", "HTTP connections open now.",
+         static_cast<double>(h.connections));
+  metric(out, "hearth_http_connections_total", "counter", "HTTP connections accepted.",
+         static_cast<double>(h.connections_total));
+  metric(out, "hearth_http_connections_rejected_total", "counter",
+         "Connections answered 503 at --max-connections or --max-connections-per-client.",
+         static_cast<double>(h.rejected_total));
+  metric(out, "hearth_http_timeouts_total", "counter",
+         "Connections closed at a header, body or write deadline.",
+         static_cast<double>(h.timeouts_total));
+  metric(out, "hearth_http_too_large_total", "counter",
+         "Requests answered 413 or 431 (body or headers over the limit).",
+         static_cast<double>(h.too_large_total));
+  metric(out, "hearth_http_refused_total", "counter",
+         "Requests answered 403: a foreign Host or cross-origin Origin.",
+         static_cast<double>(h.refused_total));
   return out.str();
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/generation.h"
+#include "server/http.h"
 
 namespace hearth::server {
 
@@ -27,7 +28,7 @@ class Metrics {
   void on_request();      // a completion request arrived
   void on_rejected();     // refused because the queue was full
   void on_result(const GenerationResult& r);
-  std::string prometheus(const SchedulerGauges& gauges) const;
+  std::string prometheus(const SchedulerGauges& gauges, const HttpStats& http = {}) const;
 
  private:
   // Generation speed over this many of the latest requests.

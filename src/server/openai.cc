@@ -147,13 +147,22 @@ std::string error_body(int status, std::string_view message, std::string_view ty
   return dump({{"error", {{"message", std::string(message)}, {"type", std::string(type)}, {"code", status}}}});
 }
 
-std::string default_error_body(int status) {
+std::string default_error_body(int status, std::string_view message) {
+  std::string_view fallback = "the server could not answer the request";
+  std::string_view type = "invalid_request_error";
   switch (status) {
-    case 413: return error_body(413, "the request body is too large");
-    case 404: return error_body(404, "no such endpoint", "not_found_error");
-    case 405: return error_body(405, "method not allowed");
-    default: return error_body(status, "the server could not answer the request", "server_error");
+    case 400: fallback = "malformed request"; break;
+    case 401: fallback = "invalid or missing API key"; type = "authentication_error"; break;
+    case 403: fallback = "forbidden"; type = "permission_error"; break;
+    case 404: fallback = "no such endpoint"; type = "not_found_error"; break;
+    case 405: fallback = "method not allowed"; break;
+    case 408: fallback = "the request did not arrive in time"; break;
+    case 413: fallback = "the request body is too large"; break;
+    case 431: fallback = "the request headers are too large"; break;
+    case 503: fallback = "the server is busy; retry later"; type = "unavailable_error"; break;
+    default: type = "server_error";
   }
+  return error_body(status, message.empty() ? fallback : message, type);
 }
 
 CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint) {

@@ -27,8 +27,10 @@ class ApiError : public std::runtime_error {
 // {"error": {"message": ..., "type": ..., "code": status}}
 std::string error_body(int status, std::string_view message,
                        std::string_view type = "invalid_request_error");
-// The message of error_body for a status httplib answers without us (413, 404, 500).
-std::string default_error_body(int status);
+// error_body for a status the HTTP layer answers without a handler (400, 403, 404, 408, 413,
+// 431, 503...): `message`, or the status's usual meaning when it is empty, and the type that
+// status has.
+std::string default_error_body(int status, std::string_view message = {});
 
 enum class Endpoint { Chat, Completion };
 

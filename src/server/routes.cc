@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -43,8 +44,10 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   GenerationRequest g;
   const Model& m = *s.model;
   if (req.endpoint == Endpoint::Chat) {
-    const std::string text = text::render_chat(s.family, req.messages, /*add_generation_prompt=*/true);
-    g.prompt = m.tokenize(text, m.add_bos_default(), /*parse_special=*/true);
+    // The template's control tokens are parsed; the messages' text is text, whatever it spells.
+    const text::ChatPrompt p =
+        text::render_chat_prompt(s.family, req.messages, /*add_generation_prompt=*/true);
+    g.prompt = m.tokenize(p.text, m.add_bos_default(), p.content);
     g.stop = text::chat_stop_strings(s.family);
     g.trim_leading_space = true;
   } else {
@@ -57,9 +60,12 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
     throw ApiError(400, str_cat("the prompt has ", n_prompt, " tokens and the context holds ",
                                 n_ctx, " (start the server with a larger -c)"));
   }
-  if (req.max_tokens >= 0 && n_prompt + req.max_tokens > n_ctx) {
+  // The last token is sampled from the logits of the one before and never evaluated, so a
+  // reply ends at a full context with n_ctx - n_prompt + 1 tokens (Slot::sample).
+  if (req.max_tokens >= 0 && n_prompt + req.max_tokens > n_ctx + 1) {
     throw ApiError(400, str_cat("max_tokens ", req.max_tokens, " plus the prompt's ", n_prompt,
-                                " tokens exceed the context of ", n_ctx));
+                                " tokens exceed the context of ", n_ctx, " (at most ",
+                                n_ctx - n_prompt + 1, " new tokens fit)"));
   }
   g.max_tokens = req.max_tokens;
   g.ignore_eos = req.ignore_eos;
@@ -69,16 +75,53 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   return g;
 }
 
+// The answer to a client that has finished sending while it waited (its FIN arrived): it has
+// either left or half-closed its end and still reads. Only a write tells the two apart, so the
+// status is committed now (200) and the JSON body follows leading spaces, written every 250 ms
+// while it waits: a client that left answers the first with a reset, the next write fails, and
+// the job is cancelled. Should the job fail after all, its error body comes with that 200.
+HttpResponse answer_half_closed(Server::State& s, const std::shared_ptr<GenerationJob>& job,
+                                const CompletionInfo& info, std::string text) {
+  HttpResponse res;
+  Scheduler* scheduler = s.scheduler.get();
+  res.stream = [job, info, text = std::move(text), scheduler](StreamSink& sink) mutable {
+    std::string piece;
+    bool probe = true;
+    for (;;) {
+      if (probe && !sink.write(" ")) return scheduler->cancel(job);
+      probe = false;
+      switch (job->next(piece, 250ms)) {
+        case GenerationJob::Event::Text: text += piece; break;
+        case GenerationJob::Event::Timeout: probe = true; break;
+        case GenerationJob::Event::Failed:
+          sink.write(job->error() == kShuttingDown
+                         ? error_body(503, job->error(), "unavailable_error")
+                         : error_body(500, job->error(), "server_error"));
+          return;
+        case GenerationJob::Event::Done: {
+          const GenerationResult& r = job->result();
+          sink.write(format_response(info, text, openai_finish(r.finish), {r.n_prompt, r.n_generated}));
+          return;
+        }
+      }
+    }
+  };
+  res.on_close = [job, scheduler] { scheduler->cancel(job); };
+  return res;
+}
+
 // The whole answer at the end. Between tokens, and every 250 ms while queued, it checks that the
-// client is still there: one that left gets its job cancelled, which frees the slot at once.
-HttpResponse wait_for_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info,
-                             const HttpRequest& http) {
+// client is still there: one that left gets its job cancelled (and out of the queue), which frees
+// its slot or its place at once.
+HttpResponse wait_for_result(Server::State& s, const std::shared_ptr<GenerationJob>& job,
+                             const CompletionInfo& info, const HttpRequest& http) {
   std::string text, piece;
   for (;;) {
     if (http.connection_closed()) {
-      job->cancel();
+      s.scheduler->cancel(job);
       return error_response(499, "the client closed the connection");  // nobody reads it
     }
+    if (http.input_closed()) return answer_half_closed(s, job, info, std::move(text));
     switch (job->next(piece, 250ms)) {
       case GenerationJob::Event::Text: text += piece; break;
       case GenerationJob::Event::Timeout: break;
@@ -95,19 +138,31 @@ HttpResponse wait_for_result(const std::shared_ptr<GenerationJob>& job, const Co
   }
 }
 
-HttpResponse stream_result(const std::shared_ptr<GenerationJob>& job, const CompletionInfo& info) {
+HttpResponse stream_result(Server::State& s, const std::shared_ptr<GenerationJob>& job,
+                           const CompletionInfo& info) {
   HttpResponse res;
   res.content_type = "text/event-stream";
   res.headers["Cache-Control"] = "no-cache";
-  res.stream = [job, info](StreamSink& sink) {
-    if (info.endpoint == Endpoint::Chat && !sink.write(format_role_chunk(info))) return job->cancel();
+  Scheduler* scheduler = s.scheduler.get();
+  res.stream = [job, info, scheduler](StreamSink& sink) {
+    if (info.endpoint == Endpoint::Chat && !sink.write(format_role_chunk(info))) {
+      return scheduler->cancel(job);
+    }
     std::string piece;
+    int idle_ticks = 0;
     for (;;) {
       bool ok = true;
-      switch (job->next(piece, 1s)) {
-        case GenerationJob::Event::Text: ok = sink.write(format_text_chunk(info, piece)); break;
-        // An SSE comment while waiting in the queue: finds a client that left before its turn.
-        case GenerationJob::Event::Timeout: ok = sink.write(": waiting\n\n"); break;
+      switch (job->next(piece, 250ms)) {
+        case GenerationJob::Event::Text:
+          ok = sink.write(format_text_chunk(info, piece));
+          idle_ticks = 0;
+          break;
+        // An SSE comment while waiting (in the queue, or for a long prompt): finds a client that
+        // left. Every second, and every 250 ms once the client has finished sending (it left, or
+        // half-closed: the write tells which).
+        case GenerationJob::Event::Timeout:
+          if (++idle_ticks % 4 == 0 || sink.input_closed()) ok = sink.write(": waiting\n\n");
+          break;
         case GenerationJob::Event::Failed:
           sink.write("data: " + error_body(500, job->error(), "server_error") + "\n\n");
           return;
@@ -119,10 +174,10 @@ HttpResponse stream_result(const std::shared_ptr<GenerationJob>& job, const Comp
           return;
         }
       }
-      if (!ok) return job->cancel();  // the client left: free the slot at its next token
+      if (!ok) return scheduler->cancel(job);  // the client left: free the slot at its next token
     }
   };
-  res.on_close = [job] { job->cancel(); };
+  res.on_close = [job, scheduler] { scheduler->cancel(job); };
   return res;
 }
 
@@ -133,12 +188,15 @@ HttpResponse complete(Server::State& s, const HttpRequest& http, Endpoint endpoi
   auto job = std::make_shared<GenerationJob>(to_generation(s, std::move(req)));
   if (!s.scheduler->submit(job)) {
     s.metrics.on_rejected();
-    return error_response(503, "the server is busy: every slot is taken and the queue is full; retry later",
-                          "server_overloaded");
+    HttpResponse r = error_response(
+        503, "the server is busy: every slot is taken and the queue is full; retry later",
+        "server_overloaded");
+    r.headers.emplace("Retry-After", std::string("1"));
+    return r;
   }
   CompletionInfo info{endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"),
                       s.model_id, static_cast<int64_t>(std::time(nullptr))};
-  return stream ? stream_result(job, info) : wait_for_result(job, info, http);
+  return stream ? stream_result(s, job, info) : wait_for_result(s, job, info, http);
 }
 
 HttpResponse tokenize(const Server::State& s, const HttpRequest& http) {
@@ -159,17 +217,15 @@ HttpResponse detokenize(const Server::State& s, const HttpRequest& http) {
   return json_response(200, format_content(text));
 }
 
-// Wraps a handler with the checks every endpoint but /health and the chat page share: the API
-// key, the loading state, and the translation of errors into OpenAI error bodies.
+// Wraps a handler with the checks every endpoint but /health and the chat page share: the
+// loading state, and the translation of errors into OpenAI error bodies. (The API key was checked
+// before the body was read: admit() below.)
 HttpHandler guarded(Server::State& s, std::function<HttpResponse(const HttpRequest&)> handler) {
   return [&s, handler = std::move(handler)](const HttpRequest& req) {
-    if (!s.options.api_key.empty() &&
-        req.header("Authorization") != "Bearer " + s.options.api_key) {
-      return error_response(401, "invalid or missing API key (Authorization: Bearer KEY)",
-                            "authentication_error");
-    }
     if (!s.ready.load(std::memory_order_acquire)) {
-      return error_response(503, "the model is loading", "unavailable_error");
+      HttpResponse r = error_response(503, "the model is loading", "unavailable_error");
+      r.headers.emplace("Retry-After", std::string("1"));
+      return r;
     }
     try {
       return handler(req);
@@ -195,7 +251,24 @@ HttpResponse chat_page() {
   return r;
 }
 
+// Compares in a time that does not depend on where the strings differ (an API key guessed byte
+// by byte must not show in the answer's timing).
+bool same_secret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
 }  // namespace
+
+std::optional<HttpResponse> admit(const Server::State& s, const HttpRequest& req) {
+  // Public like /health, as llama-server's page is: the page asks for the key itself.
+  if (s.options.api_key.empty() || req.path == "/" || req.path == "/health") return std::nullopt;
+  if (same_secret(req.header("Authorization"), "Bearer " + s.options.api_key)) return std::nullopt;
+  return error_response(401, "invalid or missing API key (Authorization: Bearer KEY)",
+                        "authentication_error");
+}
 
 void add_routes(Server::State& s) {
   HttpServer& h = *s.http;
@@ -217,7 +290,8 @@ void add_routes(Server::State& s) {
   h.post("/tokenize", guarded(s, [&s](const HttpRequest& r) { return tokenize(s, r); }));
   h.post("/detokenize", guarded(s, [&s](const HttpRequest& r) { return detokenize(s, r); }));
   h.get("/metrics", guarded(s, [&s](const HttpRequest&) {
-          HttpResponse r = json_response(200, s.metrics.prometheus(s.scheduler->gauges()));
+          HttpResponse r =
+              json_response(200, s.metrics.prometheus(s.scheduler->gauges(), s.http->stats()));
           r.content_type = "text/plain; version=0.0.4";
           return r;
         }));

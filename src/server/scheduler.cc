@@ -43,7 +43,26 @@ bool Scheduler::submit(std::shared_ptr<GenerationJob> job) {
   return true;
 }
 
+void Scheduler::cancel(const std::shared_ptr<GenerationJob>& job) {
+  job->cancel();
+  bool removed = false;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = std::find(queue_.begin(), queue_.end(), job);
+    if (it != queue_.end()) {
+      queue_.erase(it);
+      removed = true;
+    }
+  }
+  if (removed) job->fail("cancelled");
+}
+
 void Scheduler::stop() {
+  request_stop();
+  if (engine_.joinable()) engine_.join();
+}
+
+void Scheduler::request_stop() {
   std::deque<std::shared_ptr<GenerationJob>> dropped;
   {
     std::lock_guard lock(mu_);
@@ -53,7 +72,11 @@ void Scheduler::stop() {
   }
   cv_.notify_all();
   for (auto& job : dropped) job->fail(std::string(kShuttingDown));
-  if (engine_.joinable()) engine_.join();
+}
+
+bool Scheduler::wait_stopped(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_until(lock, deadline, [&] { return engine_done_; });
 }
 
 size_t Scheduler::queued() const {
@@ -78,6 +101,11 @@ void Scheduler::run() {
   while (admit()) {
     if (!order_.empty()) step();
   }
+  {
+    std::lock_guard lock(mu_);
+    engine_done_ = true;
+  }
+  cv_.notify_all();
 }
 
 bool Scheduler::admit() {

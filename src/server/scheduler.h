@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -57,9 +58,18 @@ class Scheduler {
 
   // Queues the job; false when the queue is full or the scheduler stopped (answer 503).
   bool submit(std::shared_ptr<GenerationJob> job);
+  // The client of `job` has gone: cancels it, and when it still waits in the queue takes it out
+  // at once (it fails as "cancelled"), so that its place goes to the next request. A running
+  // job ends at the engine's next step.
+  void cancel(const std::shared_ptr<GenerationJob>& job);
   // Refuses new jobs, fails the queued ones, ends the running ones at the next step (as
   // cancelled) and joins the engine.
   void stop();
+  // The first half of stop(), without waiting: the engine ends after the step it is in.
+  void request_stop();
+  // Waits until the engine has ended (after request_stop), at most until `deadline`; false when
+  // it is still in a step then (a long prompt chunk on a large model).
+  bool wait_stopped(std::chrono::steady_clock::time_point deadline);
 
   size_t queued() const;
   int active() const { return active_.load(std::memory_order_relaxed); }
@@ -101,6 +111,7 @@ class Scheduler {
   std::atomic<uint64_t> neurons_active_{0};
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> tokens_{0};
+  bool engine_done_ = false;  // guarded by mu_; cv_ announces it
   std::thread engine_;
 };
 

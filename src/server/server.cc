@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <thread>
@@ -38,10 +40,23 @@ Server::Server(const ServerOptions& options) : state_(std::make_unique<State>())
   }
   HttpOptions http;
   http.max_body_bytes = options.max_body_bytes;
-  // One connection thread per slot and queued request, plus a few for /health, /metrics and
-  // requests that are only answered 503.
+  // One worker per slot and queued request, plus a few for /health, /metrics and requests that
+  // are only answered 503. Connections still sending, and idle ones, hold none.
   http.n_threads = options.n_slots + static_cast<int>(state_->options.queue_capacity) + 4;
-  http.error_body = default_error_body;
+  http.max_connections = options.max_connections;
+  http.max_connections_per_client = options.max_connections_per_client;
+  http.header_timeout_s = options.header_timeout_s;
+  http.body_timeout_s = options.body_timeout_s;
+  http.idle_timeout_s = options.idle_timeout_s;
+  http.write_timeout_s = options.write_timeout_s;
+  http.shutdown_grace_s = options.shutdown_grace_s;
+  http.allowed_hosts = options.allowed_hosts;
+  http.cors_origins = options.cors_origins;
+  http.error_body = [](int status, std::string_view message) {
+    return default_error_body(status, message);
+  };
+  State* state = state_.get();
+  http.admit = [state](const HttpRequest& r) { return admit(*state, r); };
   state_->http = std::make_unique<HttpServer>(http);
   add_routes(*state_);
 }
@@ -96,6 +111,20 @@ void Server::run(const std::function<bool()>& should_stop,
               " slot(s) of ", s.scheduler->n_ctx(), " tokens, queue ", s.options.queue_capacity));
   while (!should_stop()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   log("shutting down");
+  // Both at once: queued requests fail now and running ones end after the engine's current step,
+  // while the HTTP layer stops accepting and closes every connection not being answered. A step
+  // cannot be interrupted: should one outlast the grace (a long prompt chunk on a large model),
+  // the process exits without it rather than keep the signal waiting.
+  s.scheduler->request_stop();
+  s.http->stop();
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(s.options.shutdown_grace_s + 2));
+  if (!s.scheduler->wait_stopped(limit)) {
+    log("the engine is still in a step; exiting without waiting for it");
+    std::fflush(stderr);
+    std::_Exit(0);
+  }
 }
 
 }  // namespace hearth::server

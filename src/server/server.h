@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hearth/session.h"
 
@@ -26,6 +27,16 @@ struct ServerOptions {
   std::string api_key;        // empty: no authentication
   size_t max_body_bytes = 1 << 20;
   std::string chat_template;  // family name; empty: detected from the model
+  // The HTTP layer's limits and checks (HttpOptions in http.h says what each means).
+  int max_connections = 512;
+  int max_connections_per_client = 128;
+  double header_timeout_s = 10;
+  double body_timeout_s = 30;
+  double idle_timeout_s = 5;
+  double write_timeout_s = 30;
+  double shutdown_grace_s = 3;
+  std::vector<std::string> allowed_hosts;  // --allow-host
+  std::vector<std::string> cors_origins;   // --cors
 };
 
 class Server {

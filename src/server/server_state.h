@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hearth/model.h"
@@ -31,5 +32,7 @@ struct Server::State {
 
 // Registers every endpoint on state.http.
 void add_routes(Server::State& state);
+// The check of a request's headers before its body is read (HttpOptions::admit): the API key.
+std::optional<HttpResponse> admit(const Server::State& state, const HttpRequest& request);
 
 }  // namespace hearth::server

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace hearth::text {
@@ -40,6 +41,19 @@ ChatFamily detect_chat_family(std::string_view jinja_template, bool* recognised 
 // Families that know no system role (Mistral, Llama-2) fold system text into the next user message.
 std::string render_chat(ChatFamily family, std::span<const ChatMessage> messages,
                         bool add_generation_prompt);
+
+// A byte range [first, second) of a text.
+using TextRange = std::pair<size_t, size_t>;
+
+// A rendered conversation and where the messages' own text lies in it: the rest is the family's
+// markup. A server tokenizes the markup's control tokens as such and the content as plain text
+// (a user who types "</s>" or "<|im_end|>" gets those characters, not the tokens).
+struct ChatPrompt {
+  std::string text;                 // render_chat's text, the same bytes
+  std::vector<TextRange> content;   // ascending, disjoint, none empty
+};
+ChatPrompt render_chat_prompt(ChatFamily family, std::span<const ChatMessage> messages,
+                              bool add_generation_prompt);
 
 // Texts that end an assistant turn when the model writes them as plain text (for example when its
 // vocabulary lacks the control token, or a base model imitates the next user turn). End-of-

@@ -1,7 +1,10 @@
 // Cutting text at the texts of special tokens before it reaches the SentencePiece/BPE encoders.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -22,11 +25,15 @@ class SpecialTokenSplitter {
  public:
   explicit SpecialTokenSplitter(const Vocab& vocab);
 
-  // Raw fragments are views into `text` and never empty.
-  std::vector<Fragment> split(std::string_view text, bool parse_special) const;
+  // Raw fragments are views into `text` and never empty. Within the byte ranges `literal`
+  // ([first, second), ascending, disjoint) only user-defined tokens are matched, as without
+  // parse_special: a control token there, or one that overlaps such a range, stays text.
+  std::vector<Fragment> split(std::string_view text, bool parse_special,
+                              std::span<const std::pair<size_t, size_t>> literal = {}) const;
 
  private:
   const Vocab& vocab_;
+  std::vector<bool> user_defined_id_;  // by id
   std::vector<int32_t> user_defined_;  // longest text first
   std::vector<int32_t> all_special_;   // user-defined, control and unknown; longest text first
 };

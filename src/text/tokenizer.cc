@@ -162,12 +162,12 @@ Tokenizer::Tokenizer(TokenizerData data)
 
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special,
+                                       std::span<const std::pair<size_t, size_t>> literal) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && bos_id_ >= 0) out.push_back(bos_id_);
-  const std::vector<Fragment> fragments = splitter_->split(text, parse_special);
+  const std::vector<Fragment> fragments = splitter_->split(text, parse_special, literal);
   if (spm_) {
     encode_spm(fragments, out);
   } else {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "text/vocab.h"
@@ -67,7 +68,10 @@ class Tokenizer {
   // control tokens written in the text ("<s>", "<|eot_id|>") become those tokens; user-defined
   // tokens are always matched, as in llama.cpp. SentencePiece adds its dummy-prefix space at the
   // start and after every special token. Thread-safe.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+  // `literal`: byte ranges of text ([first, second), ascending, disjoint) where control and
+  // unknown tokens are not parsed even with parse_special (a chat message's content).
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special,
+                              std::span<const std::pair<size_t, size_t>> literal = {}) const;
 
   // The bytes token `id` stands for: SentencePiece "▁" becomes " " and <0xAB> the byte 0xAB,
   // byte-level BPE code points map back to their bytes, user-defined tokens are their text, an

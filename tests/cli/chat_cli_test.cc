@@ -92,6 +92,16 @@ TEST(ChatCli, TwoTurnsThenExitGiveTwoRepliesAndKeepTheCache) {
   EXPECT_EQ(t[0].n_cached, 0);
 }
 
+// "</s>" typed in a message is four characters of text, not the end-of-sequence token: as text,
+// each of the four is its own piece in this vocabulary.
+TEST(ChatCli, SpecialTokensTypedInAMessageAreText) {
+  const auto plain = turns(chat("x\n", {"-n", "1"}).err);
+  const auto typed = turns(chat("x</s></s></s></s>\n", {"-n", "1"}).err);
+  ASSERT_EQ(plain.size(), 1u);
+  ASSERT_EQ(typed.size(), 1u);
+  EXPECT_GE(typed[0].n_new - plain[0].n_new, 12);
+}
+
 TEST(ChatCli, EndOfInputLeavesCleanly) {
   const auto r = chat("hello", {"-n", "4"});  // no line end, no /exit
   ASSERT_EQ(r.exit_code, 0) << r.err;

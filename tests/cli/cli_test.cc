@@ -1,13 +1,23 @@
 // The `hearth` binary as a user meets it: commands that work, and bad input that must end in one
 // clear error line and a non-zero exit, never a crash.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/test_util.h"
 #include "gguf/gguf.h"
+
+extern char** environ;
 
 namespace hearth {
 namespace {
@@ -187,6 +197,135 @@ TEST_F(Cli, GenerationStopsAtTheContextEnd) {
   const auto r = run_hearth({"run", "-m", *model_, "-p", "a", "-n", "-1", "-c", "12", "--temp", "0"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("context is full"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, PromptFileThatIsADirectoryIsAnError) {
+  expect_clean_error(run_hearth({"run", "-m", *model_, "-f", *dir_}), "is a directory");
+}
+
+// The CLI rejects what the server rejects ("temperature" must be in [0, 2] there); the library
+// keeps llama.cpp's reading of a negative temperature as greedy.
+TEST_F(Cli, NegativeTemperatureIsAnError) {
+  expect_clean_error(run_hearth({"run", "-m", *model_, "-p", "a", "--temp", "-1"}), "--temp");
+  expect_clean_error(run_hearth({"run", "-m", *model_, "-p", "a", "--temp", "nan"}), "--temp");
+  EXPECT_EQ(run_hearth({"run", "-m", *model_, "-p", "a", "-n", "2", "--temp", "0"}).exit_code, 0);
+}
+
+// A FIFO (or any file that is not a regular one) as the model is refused at once instead of
+// blocking in open() until something writes to it. `timeout` ends a command that blocks anyway.
+TEST_F(Cli, ModelThatIsAFifoIsRefusedAtOnce) {
+  const std::string fifo = *dir_ + "/model.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::vector<std::string>> commands = {
+      {"run", "-m", fifo, "-p", "a"},
+      {"inspect", fifo},
+      {"tokenize", "-m", fifo, "-p", "a"},
+      {"quantize", fifo, *dir_ + "/q.gguf", "q8_0"},
+      {"perplexity", "-m", fifo, "-f", *model_},
+      {"calibrate", "-m", fifo, "-f", *model_, "-o", *dir_ + "/c.gguf"},
+  };
+  for (const auto& args : commands) {
+    std::vector<std::string> argv = {"timeout", "10", HEARTH_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = test::run_command(argv);
+    EXPECT_NE(r.exit_code, 124) << args[0] << " blocked on the FIFO";
+    expect_clean_error(r, "not a regular file");
+  }
+  expect_clean_error(run_hearth({"run", "-m", *dir_}), "not a regular file");
+}
+
+// calibrate refuses to write over its input, whatever the spelling of the path (as quantize).
+TEST_F(Cli, CalibrateRefusesToReplaceItsInput) {
+  const std::string text = *dir_ + "/calib.txt";
+  test::write_file(text, "the cat sat on the mat and looked at the bird in the tree.\n");
+  const std::string before = test::read_file(*model_);
+  const std::string link = *dir_ + "/link.gguf";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(*model_, link);
+  for (const std::string& out : {*model_, *dir_ + "/./tiny.gguf", link}) {
+    expect_clean_error(run_hearth({"calibrate", "-m", *model_, "-f", text, "-o", out}),
+                       "is the input file");
+    expect_clean_error(run_hearth({"calibrate", "-m", link, "--stage", "train", "-o", out}),
+                       "is the input file");
+  }
+  EXPECT_EQ(test::read_file(*model_), before);
+}
+
+// perplexity on a model whose logits are NaN (its output matrix is) fails instead of printing
+// "PPL = -nan" with exit code 0.
+TEST_F(Cli, PerplexityWithNanLogitsIsAnError) {
+  std::string bytes = test::read_file(*model_);
+  const auto file = gguf::GgufFile::open_buffer("copy", reinterpret_cast<const uint8_t*>(bytes.data()),
+                                                bytes.size());
+  const gguf::TensorInfo* output = nullptr;
+  for (const auto& t : file->tensors()) {
+    if (t.name == "output.weight") output = &t;
+  }
+  ASSERT_NE(output, nullptr);
+  ASSERT_EQ(output->type, 0u);  // f32
+  const size_t at = static_cast<size_t>(output->data - reinterpret_cast<const uint8_t*>(bytes.data()));
+  const float nan = std::nanf("");
+  for (size_t i = 0; i < output->nbytes; i += sizeof nan) std::memcpy(&bytes[at + i], &nan, sizeof nan);
+  const std::string broken = *dir_ + "/nan.gguf";
+  test::write_file(broken, bytes);
+  const std::string text = *dir_ + "/ppl.txt";
+  std::string words;
+  for (int i = 0; i < 200; ++i) words += "the cat sat on a mat ";
+  test::write_file(text, words);
+  const auto r = run_hearth({"perplexity", "-m", broken, "-f", text, "-c", "32", "-t", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.find("PPL"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
+}
+
+// An interrupted quantize leaves neither OUT nor its temporary OUT.tmp.<pid> (SIGINT and SIGTERM;
+// the process still dies of the signal).
+TEST_F(Cli, InterruptedQuantizeLeavesNoTemporaryFile) {
+  const std::string src = *dir_ + "/wide.gguf";
+  ASSERT_EQ(run_hearth({"synth", "-o", src, "--n-embd", "512", "--n-layer", "4", "--n-ff", "1408",
+                        "--n-head", "8", "--n-head-kv", "8", "--n-vocab", "300", "--n-ctx", "64",
+                        "--type", "f32"})
+                .exit_code,
+            0);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const std::string out_dir = test::temp_dir();
+    const std::string out = out_dir + "/out.gguf";
+    std::vector<std::string> args = {HEARTH_BINARY, "quantize", src, out, "q4_k_m"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    // The child gets default signal actions, whatever this process ignores.
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t all;
+    sigfillset(&all);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    const auto tmp_exists = [&] {
+      for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
+        if (e.path().filename().string().rfind("out.gguf.tmp.", 0) == 0) return true;
+      }
+      return false;
+    };
+    bool seen = false;
+    for (int i = 0; i < 5000 && !(seen = tmp_exists()); ++i) ::usleep(1000);
+    ::usleep(50000);  // well into the writing
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(seen) << "the temporary file never appeared";
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
+        << "signal " << sig << ": status " << status << " (finished before the signal?)";
+    EXPECT_FALSE(tmp_exists()) << "signal " << sig << " left the temporary file";
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 }  // namespace

@@ -171,6 +171,45 @@ TEST_F(ServeApi, BadRequestsGetOpenAiErrors) {
             200);
 }
 
+// The max_tokens check and generation agree on what fits: a reply ends at a full context with
+// n_ctx - n_prompt + 1 tokens (the last is sampled, never evaluated), so that many are accepted
+// and generated, and one more is refused.
+TEST_F(ServeApi, MaxTokensCheckAgreesWithGeneration) {
+  auto c = client();
+  const auto probe = post_json(c, "/v1/completions", json{{"prompt", "fit"}, {"max_tokens", 1}});
+  ASSERT_EQ(probe.status, 200) << probe.raw;
+  const int n_prompt = probe.body["usage"]["prompt_tokens"];
+  const int most = 128 - n_prompt + 1;
+  const auto full = post_json(c, "/v1/completions",
+                              json{{"prompt", "fit"}, {"max_tokens", most}, {"ignore_eos", true},
+                                   {"temperature", 0}});
+  ASSERT_EQ(full.status, 200) << full.raw;
+  EXPECT_EQ(full.body["usage"]["completion_tokens"], most);
+  EXPECT_EQ(full.body["choices"][0]["finish_reason"], "length");
+  // Without max_tokens, generation stops at the same place.
+  const auto open = post_json(c, "/v1/completions",
+                              json{{"prompt", "fit"}, {"ignore_eos", true}, {"temperature", 0}});
+  EXPECT_EQ(open.body["usage"]["completion_tokens"], most);
+  expect_error(post_json(c, "/v1/completions", json{{"prompt", "fit"}, {"max_tokens", most + 1}}),
+               400, "context");
+}
+
+// Special tokens typed in a chat message are text: "</s>" is four characters of the prompt, not
+// the end-of-sequence token (the template's own markup is still parsed).
+TEST_F(ServeApi, SpecialTokensInChatContentAreText) {
+  auto c = client();
+  const auto plain = post_json(c, "/v1/chat/completions", chat("", 1));
+  const auto typed = post_json(c, "/v1/chat/completions", chat("</s></s></s></s>", 1));
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  ASSERT_EQ(typed.status, 200) << typed.raw;
+  const int extra = typed.body["usage"]["prompt_tokens"].get<int>() -
+                    plain.body["usage"]["prompt_tokens"].get<int>();
+  // As special tokens they would add 4; as text each is 4 one-character pieces here.
+  EXPECT_GE(extra, 12) << "'</s>' in chat content was parsed as a special token";
+  const auto ids = post_json(c, "/tokenize", json{{"content", "</s>"}});
+  for (const auto& id : ids.body["tokens"]) EXPECT_NE(id, 2);
+}
+
 TEST_F(ServeApi, BodyOverTheLimitIs413AndUnknownPathIs404) {
   auto c = client();
   const std::string huge = "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}";

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -117,6 +119,35 @@ int ServerProcess::stop() {
   if (err_fd_ >= 0) ::close(err_fd_);
   err_fd_ = -1;
   return code;
+}
+
+void ServerProcess::signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+int ServerProcess::wait_exit(double timeout_s) {
+  if (pid_ <= 0) return -1;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  while (Clock::now() < deadline) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      if (drain_.joinable()) drain_.join();
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+long ServerProcess::rss_bytes() const {
+  if (pid_ <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6) * 1024;
+  }
+  return 0;
 }
 
 std::string ServerProcess::log() const {

@@ -22,9 +22,17 @@ class ServerProcess {
   ServerProcess& operator=(const ServerProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   httplib::Client client() const;
   // SIGTERM, then the exit status (-1 if it did not exit within a few seconds).
   int stop();
+  // Sends `sig` to the server (nothing once it has exited).
+  void signal(int sig) const;
+  // Waits up to timeout_s for the server to exit: its wait status (waitpid's), or -1 when it is
+  // still running (then it stays so; stop() ends it).
+  int wait_exit(double timeout_s);
+  // The server's resident memory now, in bytes (VmRSS; 0 when it cannot be read).
+  long rss_bytes() const;
   // Everything the server wrote to stderr so far (complete after stop()).
   std::string log() const;
 

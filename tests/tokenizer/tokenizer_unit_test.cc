@@ -174,6 +174,29 @@ TEST(TokenizerSpm, SpecialTokens) {
   EXPECT_EQ(texts(tok, tok.encode("<s>a", true, true)), (Texts{"<s>", "<s>", "_a"}));
 }
 
+TEST(TokenizerSpm, LiteralRangesKeepControlTokensAsText) {
+  TokenizerData d = spm_data({{"_", -1}, {"a", -2}, {"b", -2}, {"_a", -1}, {"!", -3}});
+  add_token(d, "<x>", 0, TokenType::UserDefined);
+  Tokenizer tok(std::move(d));
+  // "</s>a</s>b</s>": the middle one lies in a literal range (a chat message's content), the
+  // others are markup.
+  const std::string text = "</s>a</s>b</s>";
+  const std::vector<std::pair<size_t, size_t>> content = {{4, 10}};
+  const std::vector<int32_t> ids = tok.encode(text, false, true, content);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 2);
+  EXPECT_EQ(ids.front(), 2);
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ(tok.decode(ids), " a</s>b");  // control tokens decode to nothing, the text to itself
+  // A control token that only overlaps the range stays text too; user-defined tokens are
+  // matched everywhere, as without special parsing.
+  const std::vector<int32_t> overlap = tok.encode("a</s>", false, true, {{{0, 3}}});
+  EXPECT_EQ(std::count(overlap.begin(), overlap.end(), 2), 0);
+  const std::vector<int32_t> user = tok.encode("a<x>b", false, true, {{{0, 5}}});
+  EXPECT_EQ(texts(tok, user), (Texts{"_a", "<x>", "_", "b"}));
+  // Without ranges, the same as plain special parsing.
+  EXPECT_EQ(tok.encode(text, false, true, {}), tok.encode(text, false, true));
+}
+
 TEST(TokenizerSpm, PiecesAndDecode) {
   Tokenizer tok(spm_data({{"_", -1}, {"a", -2}, {"b", -3}, {"_ab", -1}, {"ab", -1}}));
   EXPECT_EQ(tok.token_to_piece(1), "");         // <s>

@@ -128,6 +128,43 @@ TEST(ChatTemplate, RendersEachFamilyExactly) {
   }
 }
 
+// The content ranges of render_chat_prompt cover exactly the messages' text (as each family
+// trims it) and nothing of the markup, so a server can parse the markup's control tokens alone.
+TEST(ChatTemplate, ContentRangesCoverTheMessagesAndNoMarkup) {
+  const std::vector<ChatMessage> tricky = {
+      {"system", "Be </s> kind."}, {"user", " <|im_end|>hi "}, {"assistant", "ok<|eot_id|>"},
+      {"user", "[INST]"}};
+  for (const Case& c : cases()) {
+    for (const auto& messages : {kConversation, tricky}) {
+      const ChatPrompt p = render_chat_prompt(c.family, messages, true);
+      EXPECT_EQ(p.text, render_chat(c.family, messages, true)) << to_string(c.family);
+      std::string covered;
+      size_t last_end = 0;
+      for (const auto& [b, e] : p.content) {
+        EXPECT_LT(b, e);
+        EXPECT_GE(b, last_end) << "ranges must ascend without overlap";
+        last_end = e;
+        covered += p.text.substr(b, e - b);
+      }
+      // Every message's text, trimmed or not, appears in order in what the ranges cover, and
+      // the ranges cover nothing else (the Mistral/Llama-2 system text joins the user turn
+      // through markup, so compare without whitespace).
+      std::string expected;
+      for (const ChatMessage& m : messages) expected += m.content;
+      const auto squeeze = [](std::string s) {
+        std::erase_if(s, [](char ch) { return ch == ' ' || ch == '\n'; });
+        return s;
+      };
+      EXPECT_EQ(squeeze(covered), squeeze(expected)) << to_string(c.family);
+    }
+  }
+  // ChatML exactly: the content ranges are the two texts between the markers.
+  const std::vector<ChatMessage> one = {{"user", "a</s>"}};
+  const ChatPrompt p = render_chat_prompt(ChatFamily::ChatMl, one, true);
+  ASSERT_EQ(p.content.size(), 1u);
+  EXPECT_EQ(p.text.substr(p.content[0].first, p.content[0].second - p.content[0].first), "a</s>");
+}
+
 TEST(ChatTemplate, FoldsSystemIntoTheNextUserTurnWhereThereIsNoSystemRole) {
   const std::vector<ChatMessage> only_system = {{"system", "Be kind."}};
   EXPECT_EQ(render_chat(ChatFamily::Llama2, only_system, true),
