@@ -47,13 +47,10 @@ const std::string& Model::path() const { return impl_->file->path(); }
 uint64_t Model::file_bytes() const { return impl_->file->file_size(); }
 
 uint64_t Model::weight_bytes_per_token() const {
-  const Weights& w = impl_->weights;
-  uint64_t total = w.output.bytes();
-  for (const LayerWeights& l : w.layers) {
+  uint64_t total = impl_->non_ffn_bytes();
+  for (const LayerWeights& l : impl_->weights.layers) {
     const Matrix& down = l.ffn_down.present() ? l.ffn_down : l.ffn_down_t;
-    for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &down}) {
-      if (m->present()) total += m->bytes();
-    }
+    total += l.ffn_gate.bytes() + l.ffn_up.bytes() + down.bytes();
   }
   return total;
 }

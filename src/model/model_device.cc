@@ -43,9 +43,7 @@ bool device_takes_attention(const ModelConfig& c) {
 }
 
 SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {
-  if (o.sparse != SparseMode::Auto) return o.sparse;
-  if (m.weights.layers.front().has_predictor()) return SparseMode::Predictor;
-  return m.config.gate_thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
+  return o.sparse != SparseMode::Auto ? o.sparse : m.auto_sparse_mode();
 }
 
 // What each part of each layer costs on the device, in the types the device will hold.

@@ -27,6 +27,22 @@ struct Model::Impl {
   std::vector<std::vector<int32_t>> neuron_order;
   std::vector<HugeBuffer> reordered;  // those matrices of a mapped file, copied in the new order
 
+  // What --sparse auto means for this model: Predictor when it has predictors, else Threshold
+  // when it has calibrated thresholds, else Dense. The session and the placement both ask here.
+  SparseMode auto_sparse_mode() const {
+    if (weights.layers.front().has_predictor()) return SparseMode::Predictor;
+    return config.gate_thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
+  }
+
+  // Bytes of the weights a forward pass reads outside the FFN: attention and the output head.
+  uint64_t non_ffn_bytes() const {
+    uint64_t total = weights.output.bytes();
+    for (const LayerWeights& l : weights.layers) {
+      total += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
+    }
+    return total;
+  }
+
   // The order of layer il, or null for the file's.
   const int32_t* order(size_t il) const {
     return il < neuron_order.size() && !neuron_order[il].empty() ? neuron_order[il].data()

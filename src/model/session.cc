@@ -61,10 +61,7 @@ int32_t resolve_batch(const SessionOptions& o, int32_t n_ctx, int32_t n_seq) {
 }
 
 SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
-  if (requested == SparseMode::Auto) {
-    if (m.has_predictors()) return SparseMode::Predictor;
-    return m.has_gate_thresholds() ? SparseMode::Threshold : SparseMode::Dense;
-  }
+  if (requested == SparseMode::Auto) return m.impl().auto_sparse_mode();
   if (requested == SparseMode::Predictor && !m.has_predictors()) {
     fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
          "not have; make them with hearth calibrate, or use --sparse oracle");
@@ -159,11 +156,10 @@ float Session::Impl::layer_threshold(size_t il, float override) const {
 
 void Session::Impl::bind_ffn(float threshold_override) {
   const Weights& w = model.weights;
-  non_ffn_bytes = w.output.bytes();
+  non_ffn_bytes = model.non_ffn_bytes();
   const sparse::NeuronMajorDown* made = nullptr;
   for (size_t il = 0; il < w.layers.size(); ++il) {
     const LayerWeights& l = w.layers[il];
-    non_ffn_bytes += l.wq.bytes() + l.wk.bytes() + l.wv.bytes() + l.wo.bytes();
     sparse::FfnWeights f{&l.ffn_gate, &l.ffn_up,  &l.ffn_down,  &l.ffn_down_t,
                          &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b,
                          static_cast<int32_t>(il), layer_threshold(il, threshold_override)};
