@@ -1,0 +1,67 @@
+// Evaluation: expressions to values (evaluator.cc), statements to text (render.cc), and the
+// built-in filters, tests, methods and globals (builtins.cc, builtins_filters.cc).
+#pragma once
+
+#include <ctime>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "text/jinja/ast.h"
+#include "text/jinja/value.h"
+
+namespace hearth::text::jinja {
+
+using Frame = std::unordered_map<std::string, Value>;
+
+// Variable scopes, innermost last. A for loop body and a macro call get frames of their own, so
+// `set` inside them does not reach outside (Jinja's rule, which is what namespace() is for).
+class Context {
+ public:
+  explicit Context(Frame globals);
+  Value lookup(const std::string& name) const;
+  void set(const std::string& name, Value value) { frames_.back()->insert_or_assign(name, std::move(value)); }
+  void push() { frames_.push_back(std::make_shared<Frame>()); }
+  void pop() { frames_.pop_back(); }
+  // For a macro call: only the template's top level stays visible below the call's frame.
+  std::vector<std::shared_ptr<Frame>> enter_macro();
+  void leave_macro(std::vector<std::shared_ptr<Frame>> saved) { frames_ = std::move(saved); }
+
+ private:
+  std::vector<std::shared_ptr<Frame>> frames_;
+};
+
+Value evaluate(const Expr& expr, Context& ctx);
+
+// What a statement list asks of the loop around it.
+enum class Flow { Normal, Break, Continue };
+Flow render_body(const Body& body, Context& ctx, std::string& out);
+
+// Error "chat template line N: ..." (a hearth::Error).
+[[noreturn]] void eval_error(int line, const std::string& what);
+
+// Built-ins. `line` is for error messages.
+Value apply_filter(const std::string& name, const Value& operand, std::vector<Value>& args,
+                   KwArgs& kwargs, Context& ctx, int line);
+bool apply_test(const std::string& name, const Value& operand, std::vector<Value>& args,
+                Context& ctx, int line);
+// A method of a string or dict (`s.strip()`, `d.items()`); Error when there is none.
+Value call_method(const Value& object, const std::string& name, std::vector<Value>& args,
+                  KwArgs& kwargs, int line);
+// The functions every template sees: namespace, range, raise_exception, strftime_now, dict.
+Frame builtin_globals(const std::tm& now);
+
+// What iterating `v` gives: a list's items, a dict's keys, a string's characters; undefined and
+// none give nothing. Error naming `what` ("a for loop", "filter 'join'") for other kinds.
+std::vector<Value> items_of(const Value& v, const std::string& what, int line);
+
+// Strings count and slice by code point, as Python's do.
+size_t code_point_count(const std::string& s);
+std::vector<std::string> code_points(const std::string& s);
+// Python's str.strip() family on whitespace or the given characters.
+std::string py_strip(const std::string& s, const Value& chars, bool left, bool right);
+// Python's value < value for numbers and strings; Error otherwise.
+bool less_than(const Value& a, const Value& b, int line);
+
+}  // namespace hearth::text::jinja

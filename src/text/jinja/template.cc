@@ -1,0 +1,32 @@
+#include "text/jinja/template.h"
+
+#include "text/jinja/evaluator.h"
+#include "text/jinja/parser.h"
+
+namespace hearth::text::jinja {
+
+struct Template::Impl {
+  Body body;
+};
+
+Template::Template(std::string_view source) : impl_(std::make_unique<Impl>()) {
+  impl_->body = parse_template(source);
+}
+
+Template::~Template() = default;
+Template::Template(Template&&) noexcept = default;
+Template& Template::operator=(Template&&) noexcept = default;
+
+std::string Template::render(const Value& variables, const std::tm& now) const {
+  Context ctx(builtin_globals(now));
+  if (variables.is_mapping()) {
+    for (const auto& [name, value] : variables.as_dict().items) ctx.set(name, value);
+  }
+  std::string out;
+  if (render_body(impl_->body, ctx, out) != Flow::Normal) {
+    fail("chat template: break or continue outside a loop");
+  }
+  return out;
+}
+
+}  // namespace hearth::text::jinja
