@@ -128,7 +128,8 @@ constexpr std::array<string_view, 1> kTekken = {
                                "|\\s+(?!\\S)|\\s+"};
 
 // GPT-4o (o200k): Tekken's cased words with contractions attached, digits in threes.
-#define HEARTH_GPT4O_TAIL "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define HEARTH_GPT4O_TAIL \
+  "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 constexpr std::array<string_view, 1> kGpt4o = {
     HEARTH_CASED_WORDS("", "(?:" HEARTH_CONTRACTIONS ")?") HEARTH_GPT4O_TAIL};
 constexpr std::array<string_view, 1> kGraniteEmbedMulti = {

@@ -82,10 +82,11 @@ TEST(ServeApplyTemplate, SharedCasesThroughTheServer) {
     }
     // The chat endpoint renders with the same template: Gemma's refusal comes back from it too.
     if (file.find("gemma") != std::string::npos) {
-      const auto r = post_json(client, "/v1/chat/completions",
-                               {{"messages", {{{"role", "system"}, {"content", "x"}},
-                                              {{"role", "user"}, {"content", "y"}}}},
-                                {"max_tokens", 1}});
+      const auto r = post_json(
+          client, "/v1/chat/completions",
+          {{"messages",
+            {{{"role", "system"}, {"content", "x"}}, {{"role", "user"}, {"content", "y"}}}},
+           {"max_tokens", 1}});
       EXPECT_EQ(r.status, 400) << r.raw;
       EXPECT_EQ(r.body["error"]["message"], "System role not supported") << r.raw;
     } else {
@@ -93,7 +94,8 @@ TEST(ServeApplyTemplate, SharedCasesThroughTheServer) {
       // the server must then say rather than truncate.
       const auto r = post_json(client, "/v1/chat/completions",
                                {{"messages", {{{"role", "user"}, {"content", "hello"}}}},
-                                {"max_tokens", 1}, {"temperature", 0}});
+                                {"max_tokens", 1},
+                                {"temperature", 0}});
       if (r.status != 200) {
         EXPECT_EQ(r.status, 400) << r.raw;
         EXPECT_NE(r.raw.find("the prompt has"), std::string::npos) << r.raw;
@@ -112,8 +114,8 @@ TEST(ServeApplyTemplate, BadBodiesAreRefused) {
   auto client = server.client();
   EXPECT_EQ(post_json(client, "/apply-template", json{{"x", 1}}).status, 400);
   EXPECT_EQ(post_json(client, "/apply-template", json{{"messages", {1, 2}}}).status, 400);
-  const auto ok = post_json(client, "/apply-template",
-                            {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+  const auto ok =
+      post_json(client, "/apply-template", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   EXPECT_EQ(ok.status, 200) << ok.raw;
   EXPECT_TRUE(ok.body["prompt"].is_string());
   EXPECT_EQ(server.stop(), 0) << server.log();

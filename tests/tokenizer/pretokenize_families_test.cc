@@ -105,7 +105,8 @@ TEST(PreTokenizerFamilies, WhitespaceIsLlamaCppWhitespace) {
 // lists as unsupported) builds, and its pieces cover any text exactly, in order.
 TEST(PreTokenizerFamilies, EveryNameCoversTheText) {
   const std::string text =
-      "Hello WORLD, it's 2024-12-31!\n\n\tcaf\u00E9 \u4F60\u597D\u3002 \u0645\u0631\u062D\u0628\u0627"
+      "Hello WORLD, it's 2024-12-31!\n\n\tcaf\u00E9 \u4F60\u597D\u3002 "
+      "\u0645\u0631\u062D\u0628\u0627"
       "  x\u3000y 1234567 <sentinel:3> IMGIMGABZ a/b \U0001F30D\r\n";
   const std::string names = PreTokenizer::known_names();
   size_t count = 0;

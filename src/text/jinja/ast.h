@@ -50,11 +50,11 @@ struct Node {
   ExprPtr expr;      // Output: what to print; For: the iterable; Set: the value
   // For: the loop variables; Set: the name, or {namespace, attribute}; Macro: parameter names.
   std::vector<std::string> names;
-  std::vector<ExprPtr> defaults;  // Macro: one per parameter, null where none
-  ExprPtr filter;                 // For: the `if` after the iterable, or null
+  std::vector<ExprPtr> defaults;                   // Macro: one per parameter, null where none
+  ExprPtr filter;                                  // For: the `if` after the iterable, or null
   std::vector<std::pair<ExprPtr, Body>> branches;  // If: (condition, body) for if and each elif
-  Body body;       // For, Macro
-  Body else_body;  // If: else; For: else (runs when nothing was iterated)
+  Body body;                                       // For, Macro
+  Body else_body;              // If: else; For: else (runs when nothing was iterated)
   bool set_attribute = false;  // Set: names is {namespace, attribute}
   int line = 0;
 };

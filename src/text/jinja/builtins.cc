@@ -69,8 +69,9 @@ Value string_method(const std::string& s, const std::string& name, std::vector<V
   if (name == "startswith" || name == "endswith") {
     const std::string& affix = string_arg(args, 0, name, line);
     if (affix.size() > s.size()) return Value(false);
-    return Value(name == "startswith" ? s.compare(0, affix.size(), affix) == 0
-                                      : s.compare(s.size() - affix.size(), affix.size(), affix) == 0);
+    return Value(name == "startswith"
+                     ? s.compare(0, affix.size(), affix) == 0
+                     : s.compare(s.size() - affix.size(), affix.size(), affix) == 0);
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     std::vector<Value> none_args;
@@ -146,8 +147,10 @@ Value call_method(const Value& object, const std::string& name, std::vector<Valu
     if (name == "items" || name == "keys" || name == "values") {
       std::vector<Value> out;
       for (const auto& [k, v] : d.items) {
-        if (name == "items") out.push_back(Value::list({Value(k), v}));
-        else out.push_back(name == "keys" ? Value(k) : v);
+        if (name == "items")
+          out.push_back(Value::list({Value(k), v}));
+        else
+          out.push_back(name == "keys" ? Value(k) : v);
       }
       return Value::list(std::move(out));
     }
@@ -196,7 +199,8 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
       }
       return false;
     }
-    if (c.is_string() && v.is_string()) return c.as_string().find(v.as_string()) != std::string::npos;
+    if (c.is_string() && v.is_string())
+      return c.as_string().find(v.as_string()) != std::string::npos;
     if (c.is_mapping() && v.is_string()) return c.as_dict().find(v.as_string()) != nullptr;
     return false;
   }
@@ -220,9 +224,11 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
 
 Frame builtin_globals(const std::tm& now) {
   Frame g;
-  g["raise_exception"] = Value::function("raise_exception", [](std::vector<Value>& args, KwArgs&) -> Value {
-    throw TemplateRaised(args.empty() ? std::string("raise_exception() called") : args[0].str());
-  });
+  g["raise_exception"] =
+      Value::function("raise_exception", [](std::vector<Value>& args, KwArgs&) -> Value {
+        throw TemplateRaised(args.empty() ? std::string("raise_exception() called")
+                                          : args[0].str());
+      });
   g["namespace"] = Value::function("namespace", [](std::vector<Value>& args, KwArgs& kwargs) {
     Dict d;
     for (const Value& a : args) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "text/jinja/evaluator.h"
@@ -27,7 +28,8 @@ Value param(std::vector<Value>& args, KwArgs& kwargs, size_t i, std::string_view
 std::string map_ascii(const std::string& s, int (*fn)(int)) {
   std::string out = s;
   for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x80) c = static_cast<char>(fn(static_cast<unsigned char>(c)));
+    if (static_cast<unsigned char>(c) < 0x80)
+      c = static_cast<char>(fn(static_cast<unsigned char>(c)));
   }
   return out;
 }
@@ -36,8 +38,8 @@ std::string map_ascii(const std::string& s, int (*fn)(int)) {
 // \n, \r\n and \r); every line but the first gets the prefix, blank ones only with blank=true, and
 // the first too with first=true.
 std::string indent(const std::string& s, const Value& width, bool first, bool blank) {
-  const std::string pad = width.is_string() ? width.as_string()
-                                            : std::string(static_cast<size_t>(width.as_int()), ' ');
+  const std::string pad =
+      width.is_string() ? width.as_string() : std::string(static_cast<size_t>(width.as_int()), ' ');
   const std::string text = s + "\n";
   std::vector<std::string> lines;
   size_t start = 0;
@@ -63,8 +65,8 @@ Value attribute_of(const Value& item, const Value& attr) {
 }
 
 // select / reject / selectattr / rejectattr.
-Value select(const std::string& name, const Value& operand, std::vector<Value>& args,
-             Context& ctx, int line) {
+Value select(const std::string& name, const Value& operand, std::vector<Value>& args, Context& ctx,
+             int line) {
   const bool by_attr = name == "selectattr" || name == "rejectattr";
   const bool keep_if = name == "select" || name == "selectattr";
   size_t first_test_arg = by_attr ? 1 : 0;
@@ -86,18 +88,13 @@ Value select(const std::string& name, const Value& operand, std::vector<Value>& 
   return Value::list(std::move(out));
 }
 
-}  // namespace
-
-Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& args,
-                   KwArgs& kwargs, Context& ctx, int line) {
-  if (name == "trim") return Value(py_strip(v.str(), param(args, kwargs, 0, "chars", Value::none()), true, true));
-  if (name == "length" || name == "count") {
-    if (v.is_string()) return Value(static_cast<int64_t>(code_point_count(v.as_string())));
-    if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
-    if (v.is_mapping()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
-    if (v.is_undefined()) return Value(int64_t{0});
-    eval_error(line, str_cat("a ", v.type_name(), " has no length"));
-  }
+// Filters on text: trimming, case, JSON, indentation, replacement.
+std::optional<Value> text_filter(const std::string& name, const Value& v, std::vector<Value>& args,
+                                 KwArgs& kwargs, Context& ctx, int line) {
+  (void)ctx;
+  (void)line;
+  if (name == "trim")
+    return Value(py_strip(v.str(), param(args, kwargs, 0, "chars", Value::none()), true, true));
   if (name == "tojson") {
     const Value ind = param(args, kwargs, 0, "indent", Value::none());
     return Value(to_json(v, ind.kind() == Value::Kind::Int ? static_cast<int>(ind.as_int()) : -1));
@@ -109,19 +106,50 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
     std::string s = map_ascii(v.str(), [](int c) { return std::tolower(c); });
     bool start = true;
     for (char& c : s) {
-      if (start && std::isalpha(static_cast<unsigned char>(c))) c = static_cast<char>(std::toupper(c));
+      if (start && std::isalpha(static_cast<unsigned char>(c)))
+        c = static_cast<char>(std::toupper(c));
       start = name == "title" ? !std::isalnum(static_cast<unsigned char>(c)) : false;
     }
     return Value(std::move(s));
   }
-  if (name == "default" || name == "d") {
-    const bool boolean = param(args, kwargs, 1, "boolean", Value(false)).truthy();
-    const bool use_default = v.is_undefined() || (boolean && !v.truthy());
-    return use_default ? param(args, kwargs, 0, "default_value", Value("")) : v;
+  if (name == "indent") {
+    const Value width = param(args, kwargs, 0, "width", Value(int64_t{4}));
+    const bool first = param(args, kwargs, 1, "first", Value(false)).truthy();
+    const bool blank = param(args, kwargs, 2, "blank", Value(false)).truthy();
+    return Value(indent(v.str(), width, first, blank));
+  }
+  if (name == "replace") {
+    const std::string s = v.str(), from = param(args, kwargs, 0, "old", Value("")).str(),
+                      to = param(args, kwargs, 1, "new", Value("")).str();
+    if (from.empty()) return Value(s);
+    std::string out;
+    size_t start = 0;
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, start)) {
+      out += s.substr(start, at - start) + to;
+      start = at + from.size();
+    }
+    return Value(out + s.substr(start));
+  }
+  return std::nullopt;
+}
+
+// Filters on lists and dicts: sizes, items, joins, selections, maps.
+std::optional<Value> sequence_filter(const std::string& name, const Value& v,
+                                     std::vector<Value>& args, KwArgs& kwargs, Context& ctx,
+                                     int line) {
+  (void)ctx;
+  (void)line;
+  if (name == "length" || name == "count") {
+    if (v.is_string()) return Value(static_cast<int64_t>(code_point_count(v.as_string())));
+    if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
+    if (v.is_mapping()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
+    if (v.is_undefined()) return Value(int64_t{0});
+    eval_error(line, str_cat("a ", v.type_name(), " has no length"));
   }
   if (name == "items") {
     if (v.is_undefined()) return Value::list();
-    if (!v.is_mapping()) eval_error(line, str_cat("filter 'items' needs a dict, not a ", v.type_name()));
+    if (!v.is_mapping())
+      eval_error(line, str_cat("filter 'items' needs a dict, not a ", v.type_name()));
     std::vector<Value> out;
     for (const auto& [k, val] : v.as_dict().items) out.push_back(Value::list({Value(k), val}));
     return Value::list(std::move(out));
@@ -164,23 +192,27 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
     }
     return Value::list(std::move(out));
   }
-  if (name == "indent") {
-    const Value width = param(args, kwargs, 0, "width", Value(int64_t{4}));
-    const bool first = param(args, kwargs, 1, "first", Value(false)).truthy();
-    const bool blank = param(args, kwargs, 2, "blank", Value(false)).truthy();
-    return Value(indent(v.str(), width, first, blank));
-  }
-  if (name == "replace") {
-    const std::string s = v.str(), from = param(args, kwargs, 0, "old", Value("")).str(),
-                      to = param(args, kwargs, 1, "new", Value("")).str();
-    if (from.empty()) return Value(s);
-    std::string out;
-    size_t start = 0;
-    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, start)) {
-      out += s.substr(start, at - start) + to;
-      start = at + from.size();
+  if (name == "unique") {
+    std::vector<Value> out;
+    for (const Value& item : items_of(v, "filter '" + name + "'", line)) {
+      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.equals(item); })) {
+        out.push_back(item);
+      }
     }
-    return Value(out + s.substr(start));
+    return Value::list(std::move(out));
+  }
+  return std::nullopt;
+}
+
+// Defaults and number conversions.
+std::optional<Value> value_filter(const std::string& name, const Value& v, std::vector<Value>& args,
+                                  KwArgs& kwargs, Context& ctx, int line) {
+  (void)ctx;
+  (void)line;
+  if (name == "default" || name == "d") {
+    const bool boolean = param(args, kwargs, 1, "boolean", Value(false)).truthy();
+    const bool use_default = v.is_undefined() || (boolean && !v.truthy());
+    return use_default ? param(args, kwargs, 0, "default_value", Value("")) : v;
   }
   if (name == "int") {
     if (v.kind() == Value::Kind::Int) return v;
@@ -200,18 +232,20 @@ Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& 
     }
   }
   if (name == "abs" && v.is_number()) {
-    return v.kind() == Value::Kind::Int ? Value(static_cast<int64_t>(std::llabs(v.as_int()))) : Value(std::fabs(v.as_double()));
-  }
-  if (name == "unique") {
-    std::vector<Value> out;
-    for (const Value& item : items_of(v, "filter '" + name + "'", line)) {
-      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.equals(item); })) {
-        out.push_back(item);
-      }
-    }
-    return Value::list(std::move(out));
+    return v.kind() == Value::Kind::Int ? Value(static_cast<int64_t>(std::llabs(v.as_int())))
+                                        : Value(std::fabs(v.as_double()));
   }
   if (name == "safe") return v;  // no autoescaping, as Hugging Face renders
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& args,
+                   KwArgs& kwargs, Context& ctx, int line) {
+  for (const auto filter : {text_filter, sequence_filter, value_filter}) {
+    if (std::optional<Value> out = filter(name, v, args, kwargs, ctx, line)) return *out;
+  }
   eval_error(line, str_cat("unknown filter '", name, "'"));
 }
 

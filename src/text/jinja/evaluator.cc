@@ -11,9 +11,14 @@
 
 namespace hearth::text::jinja {
 
-void eval_error(int line, const std::string& what) { fail("chat template line ", line, ": ", what); }
+void eval_error(int line, const std::string& what) {
+  fail("chat template line ", line, ": ", what);
+}
 
-Context::Context(Frame globals) { frames_.push_back(std::make_shared<Frame>(std::move(globals))); push(); }
+Context::Context(Frame globals) {
+  frames_.push_back(std::make_shared<Frame>(std::move(globals)));
+  push();
+}
 
 Value Context::lookup(const std::string& name) const {
   for (auto it = frames_.rbegin(); it != frames_.rend(); ++it) {
@@ -120,10 +125,9 @@ std::vector<size_t> slice_indices(const Expr& e, Context& ctx, size_t n) {
     if (step > 0) return std::clamp<int64_t>(i, 0, size);
     return std::clamp<int64_t>(i, -1, size - 1);
   };
-  int64_t start = e.args[1] ? clamp(slice_bound(e.args[1].get(), ctx, 0))
-                            : (step > 0 ? 0 : size - 1);
-  int64_t stop = e.args[2] ? clamp(slice_bound(e.args[2].get(), ctx, 0))
-                           : (step > 0 ? size : -1);
+  int64_t start =
+      e.args[1] ? clamp(slice_bound(e.args[1].get(), ctx, 0)) : (step > 0 ? 0 : size - 1);
+  int64_t stop = e.args[2] ? clamp(slice_bound(e.args[2].get(), ctx, 0)) : (step > 0 ? size : -1);
   std::vector<size_t> out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
     out.push_back(static_cast<size_t>(i));
@@ -229,7 +233,8 @@ Value call(const Expr& e, Context& ctx) {
   const Expr& callee = *e.args[0];
   if (callee.kind == Expr::Kind::Attr) {
     const Value object = evaluate(*callee.args[0], ctx);
-    if (object.is_undefined()) eval_error(e.line, str_cat("'", callee.name, "' of an undefined value"));
+    if (object.is_undefined())
+      eval_error(e.line, str_cat("'", callee.name, "' of an undefined value"));
     if (!object.is_mapping() || object.kind() == Value::Kind::Dict) {
       const Value* member = object.is_mapping() ? object.as_dict().find(callee.name) : nullptr;
       if (!member || member->kind() != Value::Kind::Function) {
@@ -249,13 +254,18 @@ Value call(const Expr& e, Context& ctx) {
 
 Value evaluate(const Expr& e, Context& ctx) {
   switch (e.kind) {
-    case Expr::Kind::Literal: return e.literal;
-    case Expr::Kind::Name: return ctx.lookup(e.name);
-    case Expr::Kind::Attr: return get_attr(evaluate(*e.args[0], ctx), e.name, e.line);
+    case Expr::Kind::Literal:
+      return e.literal;
+    case Expr::Kind::Name:
+      return ctx.lookup(e.name);
+    case Expr::Kind::Attr:
+      return get_attr(evaluate(*e.args[0], ctx), e.name, e.line);
     case Expr::Kind::Index:
       return get_item(evaluate(*e.args[0], ctx), evaluate(*e.args[1], ctx), e.line);
-    case Expr::Kind::Slice: return slice(e, ctx);
-    case Expr::Kind::Call: return call(e, ctx);
+    case Expr::Kind::Slice:
+      return slice(e, ctx);
+    case Expr::Kind::Call:
+      return call(e, ctx);
     case Expr::Kind::Filter:
     case Expr::Kind::Test: {
       const Value operand = evaluate(*e.args[0], ctx);
@@ -263,7 +273,8 @@ Value evaluate(const Expr& e, Context& ctx) {
       for (size_t i = 1; i < e.args.size(); ++i) args.push_back(evaluate(*e.args[i], ctx));
       KwArgs kwargs;
       for (const auto& [k, v] : e.kwargs) kwargs.emplace_back(k, evaluate(*v, ctx));
-      if (e.kind == Expr::Kind::Filter) return apply_filter(e.name, operand, args, kwargs, ctx, e.line);
+      if (e.kind == Expr::Kind::Filter)
+        return apply_filter(e.name, operand, args, kwargs, ctx, e.line);
       return Value(apply_test(e.name, operand, args, ctx, e.line) != e.negated);
     }
     case Expr::Kind::Unary: {
@@ -273,7 +284,8 @@ Value evaluate(const Expr& e, Context& ctx) {
       if (e.name == "+") return v;
       return v.kind() == Value::Kind::Int ? Value(-v.as_int()) : Value(-v.as_double());
     }
-    case Expr::Kind::Binary: return binary(e, ctx);
+    case Expr::Kind::Binary:
+      return binary(e, ctx);
     case Expr::Kind::Cond:
       if (evaluate(*e.args[1], ctx).truthy()) return evaluate(*e.args[0], ctx);
       return e.args[2] ? evaluate(*e.args[2], ctx) : Value();

@@ -21,7 +21,9 @@ class Context {
  public:
   explicit Context(Frame globals);
   Value lookup(const std::string& name) const;
-  void set(const std::string& name, Value value) { frames_.back()->insert_or_assign(name, std::move(value)); }
+  void set(const std::string& name, Value value) {
+    frames_.back()->insert_or_assign(name, std::move(value));
+  }
   void push() { frames_.push_back(std::make_shared<Frame>()); }
   void pop() { frames_.pop_back(); }
   // For a macro call: only the template's top level stays visible below the call's frame.

@@ -8,7 +8,9 @@
 namespace hearth::text::jinja {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
@@ -167,10 +169,10 @@ class Lexer {
   Token number() {
     size_t end = pos_;
     bool is_float = false;
-    while (end < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[end])) ||
-                                 src_[end] == '_' ||
-                                 (src_[end] == '.' && !is_float && end + 1 < src_.size() &&
-                                  std::isdigit(static_cast<unsigned char>(src_[end + 1]))))) {
+    while (end < src_.size() &&
+           (std::isdigit(static_cast<unsigned char>(src_[end])) || src_[end] == '_' ||
+            (src_[end] == '.' && !is_float && end + 1 < src_.size() &&
+             std::isdigit(static_cast<unsigned char>(src_[end + 1]))))) {
       if (src_[end] == '.') is_float = true;
       ++end;
     }
@@ -182,8 +184,10 @@ class Lexer {
     Token t;
     t.type = is_float ? Token::Type::Float : Token::Type::Int;
     t.text = digits;
-    if (is_float) t.float_value = std::strtod(digits.c_str(), nullptr);
-    else t.int_value = std::strtoll(digits.c_str(), nullptr, 10);
+    if (is_float)
+      t.float_value = std::strtod(digits.c_str(), nullptr);
+    else
+      t.int_value = std::strtoll(digits.c_str(), nullptr, 10);
     return t;
   }
 
@@ -202,14 +206,29 @@ class Lexer {
       }
       const char e = src_[i++];
       switch (e) {
-        case 'n': t.text += '\n'; break;
-        case 't': t.text += '\t'; break;
-        case 'r': t.text += '\r'; break;
-        case '0': t.text += '\0'; break;
-        case '\\': t.text += '\\'; break;
-        case '\'': t.text += '\''; break;
-        case '"': t.text += '"'; break;
-        case '\n': break;
+        case 'n':
+          t.text += '\n';
+          break;
+        case 't':
+          t.text += '\t';
+          break;
+        case 'r':
+          t.text += '\r';
+          break;
+        case '0':
+          t.text += '\0';
+          break;
+        case '\\':
+          t.text += '\\';
+          break;
+        case '\'':
+          t.text += '\'';
+          break;
+        case '"':
+          t.text += '"';
+          break;
+        case '\n':
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -220,7 +239,9 @@ class Lexer {
           i += digits;
           break;
         }
-        default: t.text += '\\'; t.text += e;
+        default:
+          t.text += '\\';
+          t.text += e;
       }
     }
     advance(i - pos_);

@@ -112,14 +112,20 @@ ExprPtr parse_primary(TokenCursor& c) {
     }
     case Token::Type::Name: {
       ExprPtr e = make(Expr::Kind::Literal, line);
-      if (t.text == "true" || t.text == "True") e->literal = Value(true);
-      else if (t.text == "false" || t.text == "False") e->literal = Value(false);
-      else if (t.text == "none" || t.text == "None") e->literal = Value::none();
-      else return make(Expr::Kind::Name, line, t.text);
+      if (t.text == "true" || t.text == "True")
+        e->literal = Value(true);
+      else if (t.text == "false" || t.text == "False")
+        e->literal = Value(false);
+      else if (t.text == "none" || t.text == "None")
+        e->literal = Value::none();
+      else
+        return make(Expr::Kind::Name, line, t.text);
       return e;
     }
-    case Token::Type::Op: break;
-    case Token::Type::End: c.error("expected an expression");
+    case Token::Type::Op:
+      break;
+    case Token::Type::End:
+      c.error("expected an expression");
   }
   if (t.text == "(") {
     ExprPtr inner = parse_expression(c);
@@ -223,8 +229,8 @@ ExprPtr parse_filters_and_tests(TokenCursor& c, ExprPtr e) {
       if (c.eat_op("(")) {
         parse_call_args(c, *t);
       } else if (c.peek().type != Token::Type::End && c.peek().type != Token::Type::Op &&
-                 !c.is_name("and") && !c.is_name("or") && !c.is_name("else") &&
-                 !c.is_name("if") && !c.is_name("in") && !c.is_name("is") && !c.is_name("not")) {
+                 !c.is_name("and") && !c.is_name("or") && !c.is_name("else") && !c.is_name("if") &&
+                 !c.is_name("in") && !c.is_name("is") && !c.is_name("not")) {
         t->args.push_back(parse_unary(c, false));  // `is equalto 3`, `is sameas none`
       }
       e = std::move(t);

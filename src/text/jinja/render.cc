@@ -125,8 +125,12 @@ Flow render_body(const Body& body, Context& ctx, std::string& out) {
   for (const NodePtr& node : body) {
     const Node& n = *node;
     switch (n.kind) {
-      case Node::Kind::Text: out += n.text; break;
-      case Node::Kind::Output: out += evaluate(*n.expr, ctx).str(); break;
+      case Node::Kind::Text:
+        out += n.text;
+        break;
+      case Node::Kind::Output:
+        out += evaluate(*n.expr, ctx).str();
+        break;
       case Node::Kind::If: {
         const Body* chosen = &n.else_body;
         for (const auto& [cond, branch] : n.branches) {
@@ -139,11 +143,19 @@ Flow render_body(const Body& body, Context& ctx, std::string& out) {
         if (flow != Flow::Normal) return flow;
         break;
       }
-      case Node::Kind::For: render_for(n, ctx, out); break;
-      case Node::Kind::Set: render_set(n, ctx); break;
-      case Node::Kind::Macro: ctx.set(n.text, make_macro(n, ctx)); break;
-      case Node::Kind::Break: return Flow::Break;
-      case Node::Kind::Continue: return Flow::Continue;
+      case Node::Kind::For:
+        render_for(n, ctx, out);
+        break;
+      case Node::Kind::Set:
+        render_set(n, ctx);
+        break;
+      case Node::Kind::Macro:
+        ctx.set(n.text, make_macro(n, ctx));
+        break;
+      case Node::Kind::Break:
+        return Flow::Break;
+      case Node::Kind::Continue:
+        return Flow::Continue;
     }
   }
   return Flow::Normal;

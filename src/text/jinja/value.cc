@@ -66,15 +66,23 @@ Value Value::function(std::string name, Callable fn) {
 bool Value::truthy() const {
   switch (kind_) {
     case Kind::Undefined:
-    case Kind::None: return false;
-    case Kind::Bool: return bool_;
-    case Kind::Int: return int_ != 0;
-    case Kind::Float: return float_ != 0;
-    case Kind::String: return !string_->empty();
-    case Kind::List: return !list_->empty();
-    case Kind::Dict: return !dict_->items.empty();
+    case Kind::None:
+      return false;
+    case Kind::Bool:
+      return bool_;
+    case Kind::Int:
+      return int_ != 0;
+    case Kind::Float:
+      return float_ != 0;
+    case Kind::String:
+      return !string_->empty();
+    case Kind::List:
+      return !list_->empty();
+    case Kind::Dict:
+      return !dict_->items.empty();
     case Kind::Namespace:
-    case Kind::Function: return true;
+    case Kind::Function:
+      return true;
   }
   return false;
 }
@@ -97,15 +105,23 @@ std::string float_text(double d) {
 }
 
 std::string string_repr(const std::string& s) {
-  const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"'
-                                                                                            : '\'';
+  const char quote =
+      s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, quote);
   for (const char c : s) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c == quote) {
           out += '\\';
@@ -127,20 +143,29 @@ std::string string_repr(const std::string& s) {
 
 std::string Value::str() const {
   switch (kind_) {
-    case Kind::Undefined: return "";
-    case Kind::String: return *string_;
-    default: return repr();
+    case Kind::Undefined:
+      return "";
+    case Kind::String:
+      return *string_;
+    default:
+      return repr();
   }
 }
 
 std::string Value::repr() const {
   switch (kind_) {
-    case Kind::Undefined: return "";
-    case Kind::None: return "None";
-    case Kind::Bool: return bool_ ? "True" : "False";
-    case Kind::Int: return std::to_string(int_);
-    case Kind::Float: return float_text(float_);
-    case Kind::String: return string_repr(*string_);
+    case Kind::Undefined:
+      return "";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return bool_ ? "True" : "False";
+    case Kind::Int:
+      return std::to_string(int_);
+    case Kind::Float:
+      return float_text(float_);
+    case Kind::String:
+      return string_repr(*string_);
     case Kind::List: {
       std::string out = "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
@@ -155,7 +180,8 @@ std::string Value::repr() const {
       }
       return out + (kind_ == Kind::Namespace ? "}>" : "}");
     }
-    case Kind::Function: return "<function " + *string_ + ">";
+    case Kind::Function:
+      return "<function " + *string_ + ">";
   }
   return "";
 }
@@ -171,9 +197,12 @@ bool Value::equals(const Value& other) const {
   if (kind_ != other.kind_) return false;
   switch (kind_) {
     case Kind::Undefined:
-    case Kind::None: return true;
-    case Kind::Bool: return bool_ == other.bool_;
-    case Kind::String: return *string_ == *other.string_;
+    case Kind::None:
+      return true;
+    case Kind::Bool:
+      return bool_ == other.bool_;
+    case Kind::String:
+      return *string_ == *other.string_;
     case Kind::List: {
       if (list_->size() != other.list_->size()) return false;
       for (size_t i = 0; i < list_->size(); ++i) {
@@ -189,13 +218,14 @@ bool Value::equals(const Value& other) const {
       }
       return true;
     }
-    default: return dict_ == other.dict_ && function_ == other.function_;
+    default:
+      return dict_ == other.dict_ && function_ == other.function_;
   }
 }
 
 std::string_view Value::type_name() const {
-  static constexpr std::string_view kNames[] = {"undefined", "none",   "boolean",   "integer",
-                                                "float",     "string", "list",      "dict",
+  static constexpr std::string_view kNames[] = {"undefined", "none",    "boolean", "integer",
+                                                "float",     "string",  "list",    "dict",
                                                 "namespace", "function"};
   return kNames[static_cast<int>(kind_)];
 }

@@ -34,12 +34,12 @@ class Value {
 
   Value() = default;  // undefined
   static Value none();
-  Value(bool b);            // NOLINT(google-explicit-constructor): literals read naturally
-  Value(int64_t i);         // NOLINT(google-explicit-constructor)
+  Value(bool b);     // NOLINT(google-explicit-constructor): literals read naturally
+  Value(int64_t i);  // NOLINT(google-explicit-constructor)
   Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT(google-explicit-constructor)
-  Value(double d);          // NOLINT(google-explicit-constructor)
-  Value(std::string s);     // NOLINT(google-explicit-constructor)
-  Value(const char* s) : Value(std::string(s)) {}  // NOLINT(google-explicit-constructor)
+  Value(double d);                                  // NOLINT(google-explicit-constructor)
+  Value(std::string s);                             // NOLINT(google-explicit-constructor)
+  Value(const char* s) : Value(std::string(s)) {}   // NOLINT(google-explicit-constructor)
   static Value list(std::vector<Value> items = {});
   static Value dict(Dict d = {});
   static Value name_space(Dict d = {});

@@ -94,10 +94,14 @@ class JsonReader {
     for (int i = 0; i < 4; ++i) {
       const char h = text_[pos_++];
       cp <<= 4;
-      if (h >= '0' && h <= '9') cp |= h - '0';
-      else if (h >= 'a' && h <= 'f') cp |= h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') cp |= h - 'A' + 10;
-      else error("bad \\u escape");
+      if (h >= '0' && h <= '9')
+        cp |= h - '0';
+      else if (h >= 'a' && h <= 'f')
+        cp |= h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        cp |= h - 'A' + 10;
+      else
+        error("bad \\u escape");
     }
     return cp;
   }
@@ -117,14 +121,30 @@ class JsonReader {
       if (pos_ >= text_.size()) error("unterminated string");
       const char e = text_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00 && text_.substr(pos_, 2) == "\\u") {
@@ -138,7 +158,8 @@ class JsonReader {
           append_utf8(cp, out);
           break;
         }
-        default: error("bad escape");
+        default:
+          error("bad escape");
       }
     }
   }
@@ -178,13 +199,27 @@ void json_string(const std::string& s, std::string& out) {
   out += '"';
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -205,11 +240,19 @@ void write_json(const Value& v, int indent, int depth, std::string& out) {
   };
   const char* sep = indent < 0 ? ", " : ",";
   switch (v.kind()) {
-    case Value::Kind::None: out += "null"; return;
-    case Value::Kind::Bool: out += v.as_bool() ? "true" : "false"; return;
+    case Value::Kind::None:
+      out += "null";
+      return;
+    case Value::Kind::Bool:
+      out += v.as_bool() ? "true" : "false";
+      return;
     case Value::Kind::Int:
-    case Value::Kind::Float: out += v.repr(); return;
-    case Value::Kind::String: json_string(v.as_string(), out); return;
+    case Value::Kind::Float:
+      out += v.repr();
+      return;
+    case Value::Kind::String:
+      json_string(v.as_string(), out);
+      return;
     case Value::Kind::List: {
       const auto& items = v.as_list();
       if (items.empty()) {
@@ -244,7 +287,8 @@ void write_json(const Value& v, int indent, int depth, std::string& out) {
       out += '}';
       return;
     }
-    default: fail("tojson: a ", v.type_name(), " is not JSON serializable");
+    default:
+      fail("tojson: a ", v.type_name(), " is not JSON serializable");
   }
 }
 
