@@ -107,39 +107,39 @@ std::string float_text(double d) {
 std::string string_repr(const std::string& s) {
   const char quote =
       s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : s) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c == quote) {
-          out += '\\';
-          out += c;
-        } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += quote;
+  std::string out;
+  append_quoted(s, quote, /*json=*/false, out);
   return out;
 }
 
 }  // namespace
+
+void append_quoted(const std::string& s, char quote, bool json, std::string& out) {
+  out += quote;
+  for (const char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    const char* named = c == '\\'           ? "\\\\"
+                        : c == '\n'         ? "\\n"
+                        : c == '\r'         ? "\\r"
+                        : c == '\t'         ? "\\t"
+                        : json && c == '\b' ? "\\b"
+                        : json && c == '\f' ? "\\f"
+                                            : nullptr;
+    if (named) {
+      out += named;
+    } else if (c == quote) {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || (!json && byte == 0x7F)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, json ? "\\u%04x" : "\\x%02x", byte);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+}
 
 std::string Value::str() const {
   switch (kind_) {

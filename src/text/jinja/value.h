@@ -84,6 +84,10 @@ class Value {
   std::shared_ptr<const Callable> function_;
 };
 
+// `s` in `quote`s with backslash escapes: JSON's (\b, \f, \u00XX for other controls) when `json`,
+// else Python repr's (\xXX for controls and DEL).
+void append_quoted(const std::string& s, char quote, bool json, std::string& out);
+
 // JSON text -> Value (objects keep their key order). Error with the offset on malformed input.
 Value parse_json(std::string_view text);
 
