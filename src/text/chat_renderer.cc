@@ -94,10 +94,11 @@ ChatRenderer ChatRenderer::from_model(const std::optional<std::string>& jinja, s
   return r;
 }
 
-std::string ChatRenderer::render_jinja(const jinja::Value& messages,
+std::string ChatRenderer::render_jinja(const jinja::Value& messages, const jinja::Value& tools,
                                        bool add_generation_prompt) const {
   jinja::Dict vars;
   vars.set("messages", messages);
+  if (!tools.is_undefined()) vars.set("tools", tools);
   vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   vars.set("bos_token", jinja::Value(bos_text_));
   vars.set("eos_token", jinja::Value(eos_text_));
@@ -107,19 +108,22 @@ std::string ChatRenderer::render_jinja(const jinja::Value& messages,
 std::string ChatRenderer::render_json(std::string_view messages_json,
                                       bool add_generation_prompt) const {
   jinja::Value messages = jinja::parse_json(messages_json);
+  jinja::Value tools;
   if (messages.is_mapping()) {
-    const jinja::Value* inner = messages.as_dict().find("messages");
+    const jinja::Dict& request = messages.as_dict();
+    if (const jinja::Value* t = request.find("tools")) tools = *t;
+    const jinja::Value* inner = request.find("messages");
     if (!inner) fail("chat request: 'messages' is required");
     messages = *inner;
   }
-  if (jinja_) return render_jinja(messages, add_generation_prompt);
+  if (jinja_) return render_jinja(messages, tools, add_generation_prompt);
   const std::vector<ChatMessage> plain = plain_messages(messages);
   return render_chat(family_, plain, add_generation_prompt);
 }
 
 std::string ChatRenderer::render(std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) const {
-  if (jinja_) return render_jinja(messages_value(messages), add_generation_prompt);
+  if (jinja_) return render_jinja(messages_value(messages), jinja::Value(), add_generation_prompt);
   return render_chat(family_, messages, add_generation_prompt);
 }
 

@@ -38,8 +38,9 @@ class ChatRenderer {
   ChatRenderer& operator=(ChatRenderer&&) noexcept;
 
   // The template's full text for the conversation. `messages_json` is a JSON array of message
-  // objects, or an object whose "messages" field is one; fields beyond role and content (such as
-  // tool_calls) reach the template as they are, keys in the order written.
+  // objects, or an object whose "messages" field is one (and whose "tools", if any, the template
+  // gets as `tools`); fields beyond role and content (such as tool_calls) reach the template as
+  // they are, keys in the order written.
   // jinja::TemplateRaised when the template refuses the conversation (its raise_exception), Error
   // on malformed JSON or a conversation the template cannot render.
   std::string render_json(std::string_view messages_json, bool add_generation_prompt) const;
@@ -59,7 +60,9 @@ class ChatRenderer {
 
  private:
   ChatRenderer() = default;
-  std::string render_jinja(const jinja::Value& messages, bool add_generation_prompt) const;
+  // `tools` undefined: the template sees none.
+  std::string render_jinja(const jinja::Value& messages, const jinja::Value& tools,
+                           bool add_generation_prompt) const;
 
   std::unique_ptr<jinja::Template> jinja_;  // null: render with family_
   ChatFamily family_ = kDefaultChatFamily;

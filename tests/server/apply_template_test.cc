@@ -80,6 +80,17 @@ TEST(ServeApplyTemplate, SharedCasesThroughTheServer) {
       EXPECT_EQ(r.body["prompt"], expected) << c["conversation"];
       identical += r.body["prompt"] == expected;
     }
+    // Tools and tool calls reach the template as sent (Qwen's uses no BOS/EOS text, so the
+    // rendering made for tests/data/chat-tools holds here too).
+    if (file.starts_with("Qwen-Qwen2.5")) {
+      const std::string data = std::string(HEARTH_SOURCE_DIR) + "/tests/data/chat-tools/";
+      // ordered_json: the keys go out in the file's order, which tojson shows.
+      const auto conv = nlohmann::ordered_json::parse(read_file(data + "conversation.json"));
+      const nlohmann::ordered_json body = {{"messages", conv["messages"]},
+                                           {"tools", conv["tools"]}};
+      const auto r = post_json(client, "/apply-template", body.dump());
+      EXPECT_EQ(r.body["prompt"], read_file(data + "Qwen-Qwen2.5-7B-Instruct.txt")) << r.raw;
+    }
     // The chat endpoint renders with the same template: Gemma's refusal comes back from it too.
     if (file.find("gemma") != std::string::npos) {
       const auto r = post_json(

@@ -188,6 +188,23 @@ TEST(Jinja, ErrorsNameTheLine) {
             std::string::npos);
 }
 
+// Templates that would recurse without end, or nest deeper than any real one, are Errors, not
+// stack overflows.
+TEST(Jinja, RecursionAndNestingAreBounded) {
+  EXPECT_THROW(render("{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}"), Error);
+  EXPECT_THROW(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
+               Error);
+  EXPECT_THROW(render("{{ " + std::string(100000, '-') + "1 }}"), Error);
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += "{% if true %}";
+  EXPECT_THROW(render(deep), Error);
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"), Error);
+  // The sandbox's view of a dict: its methods, not its keys, answer to their names.
+  EXPECT_EQ(render("{{ d.items is defined }}{{ d.update is defined }}{{ d['items'] }}",
+                   R"({"d": {"items": 1, "update": 2}})"),
+            "TrueFalse1");
+}
+
 TEST(Jinja, JsonRoundTripsKeyOrderAndRejectsMalformedInput) {
   const std::string text = R"({"z": 1, "a": [true, null, -2.5, "\u00e9\n"], "m": {}})";
   EXPECT_EQ(to_json(parse_json(text)), R"({"z": 1, "a": [true, null, -2.5, "é\n"], "m": {}})");

@@ -154,6 +154,7 @@ Value call_method(const Value& object, const std::string& name, std::vector<Valu
       }
       return Value::list(std::move(out));
     }
+    if (name == "copy") return Value::dict(d);
     if (name == "get") {
       const Value* v = d.find(string_arg(args, 0, "get", line));
       return v ? *v : (args.size() > 1 ? args[1] : Value::none());
@@ -177,8 +178,10 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
   if (name == "true") return v.kind() == K::Bool && v.as_bool();
   if (name == "false") return v.kind() == K::Bool && !v.as_bool();
   if (name == "mapping") return v.kind() == K::Dict;
-  if (name == "iterable") return v.is_list() || v.is_string() || v.is_mapping();
-  if (name == "sequence") return v.is_list() || v.is_string() || v.is_mapping();
+  // Jinja's undefined iterates as nothing and has a length, so it passes both.
+  if (name == "iterable" || name == "sequence") {
+    return v.is_list() || v.is_string() || v.is_mapping() || v.is_undefined();
+  }
   if (name == "callable") return v.kind() == K::Function;
   if (name == "lower" || name == "upper") {
     if (!v.is_string()) return false;

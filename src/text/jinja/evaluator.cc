@@ -29,6 +29,10 @@ Value Context::lookup(const std::string& name) const {
 }
 
 std::vector<std::shared_ptr<Frame>> Context::enter_macro() {
+  if (macro_depth_ >= kMaxMacroDepth) {
+    fail("chat template: macros nested more than ", kMaxMacroDepth, " deep (endless recursion?)");
+  }
+  ++macro_depth_;
   std::vector<std::shared_ptr<Frame>> saved = frames_;
   frames_ = {saved[0], saved[1], std::make_shared<Frame>()};
   return saved;
@@ -98,8 +102,29 @@ Value get_item(const Value& obj, const Value& key, int line) {
   return {};  // Jinja: an item that is not there is undefined
 }
 
+bool is_one_of(const std::string& name, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Jinja looks an attribute up as a Python attribute first, then as an item: `d.items` is the
+// dict's method even when the dict has an "items" key (JSON schemas do), and the sandbox hides the
+// methods that would change it. Strings' methods likewise.
 Value get_attr(const Value& obj, const std::string& name, int line) {
   if (obj.is_undefined()) eval_error(line, str_cat("'", name, "' of an undefined value"));
+  const bool dict = obj.kind() == Value::Kind::Dict;
+  const bool method =
+      (dict && is_one_of(name, {"items", "keys", "values", "get", "copy"})) ||
+      (obj.is_string() &&
+       is_one_of(name, {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
+                        "lower", "title", "capitalize", "replace", "find", "count"}));
+  if (method) {
+    return Value::function(name, [obj, name, line](std::vector<Value>& args, KwArgs& kwargs) {
+      return call_method(obj, name, args, kwargs, line);
+    });
+  }
+  if (dict && is_one_of(name, {"pop", "popitem", "update", "clear", "setdefault", "fromkeys"})) {
+    return {};
+  }
   if (obj.is_mapping()) {
     const Value* v = obj.as_dict().find(name);
     return v ? *v : Value();

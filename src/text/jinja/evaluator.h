@@ -26,13 +26,22 @@ class Context {
   }
   void push() { frames_.push_back(std::make_shared<Frame>()); }
   void pop() { frames_.pop_back(); }
-  // For a macro call: only the template's top level stays visible below the call's frame.
+  // For a macro call: only the template's top level stays visible below the call's frame. Error
+  // past kMaxMacroDepth nested calls.
   std::vector<std::shared_ptr<Frame>> enter_macro();
-  void leave_macro(std::vector<std::shared_ptr<Frame>> saved) { frames_ = std::move(saved); }
+  void leave_macro(std::vector<std::shared_ptr<Frame>> saved) {
+    frames_ = std::move(saved);
+    --macro_depth_;
+  }
 
  private:
   std::vector<std::shared_ptr<Frame>> frames_;
+  int macro_depth_ = 0;
 };
+
+// Macros calling macros deeper than this are an Error: a recursive template (one that recurses
+// on a JSON schema forever, say) must not exhaust the stack.
+inline constexpr int kMaxMacroDepth = 64;
 
 Value evaluate(const Expr& expr, Context& ctx);
 

@@ -21,6 +21,12 @@ class StatementParser {
   // Nodes up to one of the `enders` keywords (returned in `ender`, its cursor left after the
   // keyword), or to the end of the template when `enders` is empty.
   Body parse_body(const std::vector<std::string_view>& enders, std::string& ender) {
+    // Blocks nest by recursion here and when rendering: bounded, like expressions.
+    if (++depth_ > TokenCursor::kMaxNesting) fail("chat template: blocks nested too deeply");
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     Body body;
     while (pos_ < pieces_.size()) {
       const Piece& piece = pieces_[pos_++];
@@ -163,6 +169,7 @@ class StatementParser {
   size_t pos_ = 0;
   std::vector<std::unique_ptr<TokenCursor>> cursors_;
   TokenCursor* cursor_ = nullptr;  // over the tag last read
+  int depth_ = 0;
 };
 
 }  // namespace

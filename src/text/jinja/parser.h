@@ -29,11 +29,17 @@ class TokenCursor {
   std::string expect_identifier();
   [[noreturn]] void error(std::string_view what) const;
   int line() const { return line_; }
+  // Nesting of parentheses, brackets and unary operators, bounded so that a hostile template
+  // cannot exhaust the stack: Error past kMaxNesting.
+  void enter();
+  void leave() { --depth_; }
+  static constexpr int kMaxNesting = 100;
 
  private:
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
   int line_;
+  int depth_ = 0;
 };
 
 // A full expression, the `x if c else y` form included.

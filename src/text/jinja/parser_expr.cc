@@ -39,6 +39,10 @@ bool TokenCursor::eat_name(std::string_view name) {
   return true;
 }
 
+void TokenCursor::enter() {
+  if (++depth_ > kMaxNesting) error("expression nested too deeply");
+}
+
 void TokenCursor::expect_op(std::string_view op) {
   if (!eat_op(op)) error(str_cat("expected '", op, "'"));
 }
@@ -242,6 +246,7 @@ ExprPtr parse_filters_and_tests(TokenCursor& c, ExprPtr e) {
 
 ExprPtr parse_unary(TokenCursor& c, bool with_filter) {
   const int line = c.line();
+  c.enter();
   ExprPtr e;
   if (c.is_op("-") || c.is_op("+")) {
     e = make(Expr::Kind::Unary, line, c.next().text);
@@ -249,7 +254,8 @@ ExprPtr parse_unary(TokenCursor& c, bool with_filter) {
   } else {
     e = parse_postfix(c, parse_primary(c));
   }
-  if (with_filter) return parse_filters_and_tests(c, std::move(e));
+  if (with_filter) e = parse_filters_and_tests(c, std::move(e));
+  c.leave();
   return e;
 }
 

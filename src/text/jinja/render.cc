@@ -81,19 +81,18 @@ Value make_macro(const Node& n, Context& ctx) {
       bound[i] = value;
       given[i] = true;
     }
-    auto saved = context->enter_macro();
+    // Restores the caller's scopes however the body ends.
+    struct Scope {
+      Context* ctx;
+      std::vector<std::shared_ptr<Frame>> saved;
+      ~Scope() { ctx->leave_macro(std::move(saved)); }
+    } scope{context, context->enter_macro()};
     for (size_t i = 0; i < bound.size(); ++i) {
       if (!given[i] && macro->defaults[i]) bound[i] = evaluate(*macro->defaults[i], *context);
       context->set(macro->names[i], bound[i]);
     }
     std::string out;
-    try {
-      render_body(macro->body, *context, out);
-    } catch (...) {
-      context->leave_macro(std::move(saved));
-      throw;
-    }
-    context->leave_macro(std::move(saved));
+    render_body(macro->body, *context, out);
     return Value(std::move(out));
   });
 }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/error.h"
+
 namespace hearth::text::jinja {
 
 const Value* Dict::find(std::string_view key) const {
@@ -152,7 +154,9 @@ std::string Value::str() const {
   }
 }
 
-std::string Value::repr() const {
+std::string Value::repr(int depth) const {
+  // A namespace can hold itself ({% set ns.me = ns %}); printing one stops at a bounded depth.
+  if (depth > kMaxPrintDepth) fail("chat template: a value nested too deeply to print");
   switch (kind_) {
     case Kind::Undefined:
       return "";
@@ -168,7 +172,8 @@ std::string Value::repr() const {
       return string_repr(*string_);
     case Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      for (size_t i = 0; i < list_->size(); ++i)
+        out += (i ? ", " : "") + (*list_)[i].repr(depth + 1);
       return out + "]";
     }
     case Kind::Dict:
@@ -176,7 +181,7 @@ std::string Value::repr() const {
       std::string out = kind_ == Kind::Namespace ? "<Namespace {" : "{";
       for (size_t i = 0; i < dict_->items.size(); ++i) {
         const auto& [k, v] = dict_->items[i];
-        out += (i ? ", " : "") + string_repr(k) + ": " + v.repr();
+        out += (i ? ", " : "") + string_repr(k) + ": " + v.repr(depth + 1);
       }
       return out + (kind_ == Kind::Namespace ? "}>" : "}");
     }

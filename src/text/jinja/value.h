@@ -66,8 +66,10 @@ class Value {
   bool truthy() const;
   // What `{{ value }}` prints: Python's str(), undefined as nothing.
   std::string str() const;
-  // Python's repr(), used for strings inside printed lists and dicts.
-  std::string repr() const;
+  // Python's repr(), used for strings inside printed lists and dicts. Error past kMaxPrintDepth
+  // levels of nesting.
+  std::string repr(int depth = 0) const;
+  static constexpr int kMaxPrintDepth = 200;
   // Python's ==: numbers compare by value across int and float, containers element-wise.
   bool equals(const Value& other) const;
   // The name of the kind for error messages ("string", "list", ...).
