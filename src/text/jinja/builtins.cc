@@ -225,23 +225,26 @@ bool apply_test(const std::string& name, const Value& v, std::vector<Value>& arg
   eval_error(line, str_cat("unknown test '", name, "'"));
 }
 
-Frame builtin_globals(const std::tm& now) {
+Frame builtin_globals(const std::tm& now, std::vector<Value>* namespaces) {
   Frame g;
   g["raise_exception"] =
       Value::function("raise_exception", [](std::vector<Value>& args, KwArgs&) -> Value {
         throw TemplateRaised(args.empty() ? std::string("raise_exception() called")
                                           : args[0].str());
       });
-  g["namespace"] = Value::function("namespace", [](std::vector<Value>& args, KwArgs& kwargs) {
-    Dict d;
-    for (const Value& a : args) {
-      if (a.kind() == Value::Kind::Dict) {
-        for (const auto& [k, v] : a.as_dict().items) d.set(k, v);
-      }
-    }
-    for (auto& [k, v] : kwargs) d.set(k, v);
-    return Value::name_space(std::move(d));
-  });
+  g["namespace"] =
+      Value::function("namespace", [namespaces](std::vector<Value>& args, KwArgs& kwargs) {
+        Dict d;
+        for (const Value& a : args) {
+          if (a.kind() == Value::Kind::Dict) {
+            for (const auto& [k, v] : a.as_dict().items) d.set(k, v);
+          }
+        }
+        for (auto& [k, v] : kwargs) d.set(k, v);
+        Value ns = Value::name_space(std::move(d));
+        namespaces->push_back(ns);
+        return ns;
+      });
   g["dict"] = Value::function("dict", [](std::vector<Value>&, KwArgs& kwargs) {
     Dict d;
     for (auto& [k, v] : kwargs) d.set(k, v);

@@ -37,7 +37,11 @@ std::string map_ascii(const std::string& s, int (*fn)(int)) {
 // Jinja's indent: the text with a newline appended is cut into lines (Python's splitlines on
 // \n, \r\n and \r); every line but the first gets the prefix, blank ones only with blank=true, and
 // the first too with first=true.
-std::string indent(const std::string& s, const Value& width, bool first, bool blank) {
+std::string indent(const std::string& s, const Value& width, bool first, bool blank, int line) {
+  if (!width.is_string() &&
+      (width.kind() != Value::Kind::Int || width.as_int() < 0 || width.as_int() > 1000)) {
+    eval_error(line, "indent width must be a string or an integer from 0 to 1000");
+  }
   const std::string pad =
       width.is_string() ? width.as_string() : std::string(static_cast<size_t>(width.as_int()), ' ');
   const std::string text = s + "\n";
@@ -97,6 +101,8 @@ std::optional<Value> text_filter(const std::string& name, const Value& v, std::v
     return Value(py_strip(v.str(), param(args, kwargs, 0, "chars", Value::none()), true, true));
   if (name == "tojson") {
     const Value ind = param(args, kwargs, 0, "indent", Value::none());
+    if (ind.kind() == Value::Kind::Int && ind.as_int() > 100)
+      eval_error(line, "tojson indent over 100");
     return Value(to_json(v, ind.kind() == Value::Kind::Int ? static_cast<int>(ind.as_int()) : -1));
   }
   if (name == "string") return Value(v.str());
@@ -116,7 +122,7 @@ std::optional<Value> text_filter(const std::string& name, const Value& v, std::v
     const Value width = param(args, kwargs, 0, "width", Value(int64_t{4}));
     const bool first = param(args, kwargs, 1, "first", Value(false)).truthy();
     const bool blank = param(args, kwargs, 2, "blank", Value(false)).truthy();
-    return Value(indent(v.str(), width, first, blank));
+    return Value(indent(v.str(), width, first, blank, line));
   }
   if (name == "replace") {
     const std::string s = v.str(), from = param(args, kwargs, 0, "old", Value("")).str(),

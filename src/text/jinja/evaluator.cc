@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -26,6 +27,12 @@ Value Context::lookup(const std::string& name) const {
     if (found != (*it)->end()) return found->second;
   }
   return {};
+}
+
+void Context::count_iteration() {
+  if (++iterations_ > kMaxLoopIterations) {
+    fail("chat template: more than ", kMaxLoopIterations, " loop iterations");
+  }
 }
 
 std::vector<std::shared_ptr<Frame>> Context::enter_macro() {
@@ -193,6 +200,29 @@ bool contains(const Value& container, const Value& item, int line) {
   eval_error(line, str_cat("'in' needs a string, list or dict, not a ", container.type_name()));
 }
 
+// Python's integers do not overflow; ours are 64-bit, and going past them is an Error.
+Value integer_arithmetic(const std::string& op, int64_t i, int64_t j, int line) {
+  int64_t r = 0;
+  bool overflow = false;
+  if (op == "+")
+    overflow = __builtin_add_overflow(i, j, &r);
+  else if (op == "-")
+    overflow = __builtin_sub_overflow(i, j, &r);
+  else if (op == "*")
+    overflow = __builtin_mul_overflow(i, j, &r);
+  else if (op == "**") {
+    r = 1;
+    for (int64_t k = 0; k < j && !overflow; ++k) overflow = __builtin_mul_overflow(r, i, &r);
+  } else if (i == std::numeric_limits<int64_t>::min() && j == -1)
+    overflow = true;
+  else {
+    const int64_t q = i / j - ((i % j != 0) && ((i < 0) != (j < 0)));  // floor division
+    r = op == "//" ? q : i - q * j;
+  }
+  if (overflow) eval_error(line, str_cat("integer overflow in ", i, " ", op, " ", j));
+  return Value(r);
+}
+
 Value arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
   if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
   if (op == "+" && a.is_list() && b.is_list()) {
@@ -201,8 +231,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
     return Value::list(std::move(out));
   }
   if (op == "*" && a.is_string() && b.kind() == Value::Kind::Int) {
+    const int64_t n = std::max<int64_t>(b.as_int(), 0);
+    if (n > 0 && a.as_string().size() > kMaxStringBytes / static_cast<uint64_t>(n)) {
+      eval_error(line, "string repetition too long");
+    }
     std::string out;
-    for (int64_t i = 0; i < b.as_int(); ++i) out += a.as_string();
+    for (int64_t i = 0; i < n; ++i) out += a.as_string();
     return Value(std::move(out));
   }
   if (!a.is_number() || !b.is_number()) {
@@ -213,15 +247,8 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
   const double x = a.as_double(), y = b.as_double();
   if ((op == "/" || op == "//" || op == "%") && y == 0) eval_error(line, "division by zero");
   if (op == "/") return Value(x / y);
-  if (ints) {
-    const int64_t i = a.as_int(), j = b.as_int();
-    if (op == "+") return Value(i + j);
-    if (op == "-") return Value(i - j);
-    if (op == "*") return Value(i * j);
-    const int64_t q = i / j - ((i % j != 0) && ((i < 0) != (j < 0)));  // floor division
-    if (op == "//") return Value(q);
-    if (op == "%") return Value(i - q * j);
-    if (op == "**" && j >= 0) return Value(static_cast<int64_t>(std::llround(std::pow(x, y))));
+  if (ints && (op != "**" || b.as_int() >= 0)) {
+    return integer_arithmetic(op, a.as_int(), b.as_int(), line);
   }
   if (op == "+") return Value(x + y);
   if (op == "-") return Value(x - y);

@@ -2,6 +2,7 @@
 // built-in filters, tests, methods and globals (builtins.cc, builtins_filters.cc).
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -25,6 +26,8 @@ class Context {
     frames_.back()->insert_or_assign(name, std::move(value));
   }
   void push() { frames_.push_back(std::make_shared<Frame>()); }
+  // Counts one loop iteration; Error past kMaxLoopIterations in one rendering.
+  void count_iteration();
   void pop() { frames_.pop_back(); }
   // For a macro call: only the template's top level stays visible below the call's frame. Error
   // past kMaxMacroDepth nested calls.
@@ -37,7 +40,13 @@ class Context {
  private:
   std::vector<std::shared_ptr<Frame>> frames_;
   int macro_depth_ = 0;
+  int64_t iterations_ = 0;
 };
+
+// The longest string a template may build (by repetition or as its output), and the most loop
+// iterations one rendering may run: a template that would need more is an Error, not a hang.
+inline constexpr uint64_t kMaxStringBytes = uint64_t{64} << 20;
+inline constexpr int64_t kMaxLoopIterations = 10'000'000;
 
 // Macros calling macros deeper than this are an Error: a recursive template (one that recurses
 // on a JSON schema forever, say) must not exhaust the stack.
@@ -61,7 +70,9 @@ bool apply_test(const std::string& name, const Value& operand, std::vector<Value
 Value call_method(const Value& object, const std::string& name, std::vector<Value>& args,
                   KwArgs& kwargs, int line);
 // The functions every template sees: namespace, range, raise_exception, strftime_now, dict.
-Frame builtin_globals(const std::tm& now);
+// Every namespace made is added to `namespaces`, for the caller to empty after rendering: a
+// namespace set to hold itself would otherwise keep itself alive.
+Frame builtin_globals(const std::tm& now, std::vector<Value>* namespaces);
 
 // What iterating `v` gives: a list's items, a dict's keys, a string's characters; undefined and
 // none give nothing. Error naming `what` ("a for loop", "filter 'join'") for other kinds.

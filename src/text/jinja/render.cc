@@ -47,6 +47,7 @@ void render_for(const Node& n, Context& ctx, std::string& out) {
     items = std::move(kept);
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    ctx.count_iteration();
     ctx.pop();
     ctx.push();
     bind_targets(n, items[i], ctx);
@@ -129,6 +130,7 @@ Flow render_body(const Body& body, Context& ctx, std::string& out) {
         break;
       case Node::Kind::Output:
         out += evaluate(*n.expr, ctx).str();
+        if (out.size() > kMaxStringBytes) eval_error(n.line, "the output is too long");
         break;
       case Node::Kind::If: {
         const Body* chosen = &n.else_body;

@@ -18,7 +18,13 @@ Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
 std::string Template::render(const Value& variables, const std::tm& now) const {
-  Context ctx(builtin_globals(now));
+  struct Namespaces {
+    std::vector<Value> made;
+    ~Namespaces() {
+      for (const Value& ns : made) ns.as_dict().items.clear();
+    }
+  } namespaces;
+  Context ctx(builtin_globals(now, &namespaces.made));
   if (variables.is_mapping()) {
     for (const auto& [name, value] : variables.as_dict().items) ctx.set(name, value);
   }
