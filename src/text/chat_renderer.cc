@@ -1,5 +1,6 @@
 #include "text/chat_renderer.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/error.h"
@@ -17,7 +18,7 @@ jinja::Value messages_value(std::span<const ChatMessage> messages) {
     d.set("content", jinja::Value(m.content));
     list.push_back(jinja::Value::dict(std::move(d)));
   }
-  return jinja::Value::list(std::move(list));
+  return jinja::mark_content(jinja::Value::list(std::move(list)));
 }
 
 // For the built-in families: role and content strings only.
@@ -94,15 +95,16 @@ ChatRenderer ChatRenderer::from_model(const std::optional<std::string>& jinja, s
   return r;
 }
 
-std::string ChatRenderer::render_jinja(const jinja::Value& messages, const jinja::Value& tools,
-                                       bool add_generation_prompt) const {
+jinja::Template::Rendered ChatRenderer::render_jinja(const jinja::Value& messages,
+                                                     const jinja::Value& tools,
+                                                     bool add_generation_prompt) const {
   jinja::Dict vars;
   vars.set("messages", messages);
   if (!tools.is_undefined()) vars.set("tools", tools);
   vars.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   vars.set("bos_token", jinja::Value(bos_text_));
   vars.set("eos_token", jinja::Value(eos_text_));
-  return jinja_->render(jinja::Value::dict(std::move(vars)), local_today());
+  return jinja_->render_with_content(jinja::Value::dict(std::move(vars)), local_today());
 }
 
 std::string ChatRenderer::render_json(std::string_view messages_json,
@@ -116,23 +118,30 @@ std::string ChatRenderer::render_json(std::string_view messages_json,
     if (!inner) fail("chat request: 'messages' is required");
     messages = *inner;
   }
-  if (jinja_) return render_jinja(messages, tools, add_generation_prompt);
+  if (jinja_) return render_jinja(jinja::mark_content(messages), tools, add_generation_prompt).text;
   const std::vector<ChatMessage> plain = plain_messages(messages);
   return render_chat(family_, plain, add_generation_prompt);
 }
 
 std::string ChatRenderer::render(std::span<const ChatMessage> messages,
                                  bool add_generation_prompt) const {
-  if (jinja_) return render_jinja(messages_value(messages), jinja::Value(), add_generation_prompt);
+  if (jinja_) {
+    return render_jinja(messages_value(messages), jinja::Value(), add_generation_prompt).text;
+  }
   return render_chat(family_, messages, add_generation_prompt);
 }
 
 ChatPrompt ChatRenderer::render_prompt(std::span<const ChatMessage> messages) const {
   if (!jinja_) return render_chat_prompt(family_, messages, true);
+  jinja::Template::Rendered r = render_jinja(messages_value(messages), jinja::Value(), true);
   ChatPrompt p;
-  p.text = render(messages, true);
-  if (!bos_text_.empty() && p.text.compare(0, bos_text_.size(), bos_text_) == 0) {
-    p.text.erase(0, bos_text_.size());
+  size_t cut = 0;
+  if (!bos_text_.empty() && r.text.compare(0, bos_text_.size(), bos_text_) == 0) {
+    cut = bos_text_.size();
+  }
+  p.text = r.text.substr(cut);
+  for (const auto& [b, e] : r.content) {
+    if (e > cut) p.content.emplace_back(std::max(b, cut) - cut, e - cut);
   }
   return p;
 }

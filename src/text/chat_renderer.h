@@ -11,13 +11,9 @@
 #include <vector>
 
 #include "text/chat_template.h"
+#include "text/jinja/template.h"
 
 namespace hearth::text {
-
-namespace jinja {
-class Template;
-class Value;
-}  // namespace jinja
 
 class ChatRenderer {
  public:
@@ -61,8 +57,8 @@ class ChatRenderer {
  private:
   ChatRenderer() = default;
   // `tools` undefined: the template sees none.
-  std::string render_jinja(const jinja::Value& messages, const jinja::Value& tools,
-                           bool add_generation_prompt) const;
+  jinja::Template::Rendered render_jinja(const jinja::Value& messages, const jinja::Value& tools,
+                                         bool add_generation_prompt) const;
 
   std::unique_ptr<jinja::Template> jinja_;  // null: render with family_
   ChatFamily family_ = kDefaultChatFamily;

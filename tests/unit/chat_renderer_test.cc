@@ -35,13 +35,33 @@ TEST(ChatRenderer, TheModelsTemplateByDefault) {
       "<|start_header_id|>assistant<|end_header_id|>\n\n";
   EXPECT_EQ(r.render(kChat, true), "<|begin_of_text|>" + body);
   // The prompt to tokenize leaves BOS to the vocabulary's add-BOS rule.
-  EXPECT_EQ(r.render_prompt(kChat), body);
+  EXPECT_EQ(r.render_prompt(kChat).text, body);
   EXPECT_EQ(r.render_json(R"({"messages": [{"role": "user", "content": "Hi"}]})", false),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
   // Llama 3's markers add its family's stops to the EOS text.
   const std::vector<std::string> stops = r.stop_strings();
   EXPECT_NE(std::find(stops.begin(), stops.end(), "<|start_header_id|>"), stops.end());
   EXPECT_NE(std::find(stops.begin(), stops.end(), "<|eot_id|>"), stops.end());
+}
+
+// The messages' own text is marked as content through the template's trim and concatenation, so
+// that a control token a user types ("<|eot_id|>") is tokenized as text; the markup is not.
+TEST(ChatRenderer, ContentRangesFollowTheMessagesText) {
+  const ChatRenderer r =
+      ChatRenderer::from_model(std::string(kLlama3), "<|begin_of_text|>", "<|eot_id|>", nullptr);
+  const std::vector<ChatMessage> chat = {{"user", "  Hi <|eot_id|> there \n"}};
+  const ChatPrompt p = r.render_prompt(chat);
+  const std::string head = "<|start_header_id|>user<|end_header_id|>\n\n";
+  ASSERT_EQ(p.text.substr(0, head.size()), head);
+  // "user" (the role) is the conversation's too; the trimmed content follows the markup.
+  std::vector<std::string> pieces;
+  for (const auto& [b, e] : p.content) pieces.push_back(p.text.substr(b, e - b));
+  EXPECT_EQ(pieces, (std::vector<std::string>{"user", "Hi <|eot_id|> there"}));
+  // A built-in family reports its ranges the same way.
+  const ChatPrompt f = ChatRenderer::from_family(ChatFamily::ChatMl).render_prompt(chat);
+  ASSERT_EQ(f.content.size(), 1u);
+  EXPECT_EQ(f.text.substr(f.content[0].first, f.content[0].second - f.content[0].first),
+            chat[0].content);
 }
 
 TEST(ChatRenderer, FlagForcesAFamily) {

@@ -205,6 +205,27 @@ TEST(Jinja, RecursionAndNestingAreBounded) {
             "TrueFalse1");
 }
 
+// Content strings keep their ranges through the operations templates apply to message text;
+// operations that do not track ranges mark their whole result.
+TEST(Jinja, ContentRangesTravelThroughTheRendering) {
+  const Value vars = parse_json(R"({"m": {"content": " ab ", "k": {"x": 1}}, "t": "T"})");
+  Dict d;
+  for (const auto& [k, v] : vars.as_dict().items) d.set(k, k == "m" ? mark_content(v) : v);
+  const auto pieces = [&](const std::string& source) {
+    const Template::Rendered r = Template(source).render_with_content(Value::dict(d), std::tm{});
+    std::vector<std::string> out;
+    for (const auto& [b, e] : r.content) out.push_back("[" + r.text.substr(b, e - b) + "]");
+    return r.text + " " + (out.empty() ? "" : out[0]) + (out.size() > 1 ? out[1] : "");
+  };
+  EXPECT_EQ(pieces("<{{ m.content | trim }}>"), "<ab> [ab]");
+  EXPECT_EQ(pieces("{{ '<' + m.content.strip() + '>' ~ t }}"), "<ab>T [ab]");
+  EXPECT_EQ(pieces("{% macro f(x) %}({{ x }}){% endmacro %}{{ f(m.content) }}"), "( ab ) [ ab ]");
+  EXPECT_EQ(pieces("{{ m.content.split('b')[0] }}|"), " a| [ a]");
+  EXPECT_EQ(pieces("{{ m.k | tojson }}"), "{\"x\": 1} [{\"x\": 1}]");
+  EXPECT_EQ(pieces("{% for k, v in m | items %}{{ k }};{% endfor %}"), "content;k; [content][k]");
+  EXPECT_EQ(pieces("{{ t }}{{ m.content | length }}"), "T4 ");
+}
+
 TEST(Jinja, JsonRoundTripsKeyOrderAndRejectsMalformedInput) {
   const std::string text = R"({"z": 1, "a": [true, null, -2.5, "\u00e9\n"], "m": {}})";
   EXPECT_EQ(to_json(parse_json(text)), R"({"z": 1, "a": [true, null, -2.5, "é\n"], "m": {}})");

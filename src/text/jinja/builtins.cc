@@ -62,9 +62,6 @@ Value split(const std::string& s, std::vector<Value>& args, int line) {
 Value string_method(const std::string& s, const std::string& name, std::vector<Value>& args,
                     int line) {
   const Value none = args.empty() ? Value::none() : args[0];
-  if (name == "strip") return Value(py_strip(s, none, true, true));
-  if (name == "lstrip") return Value(py_strip(s, none, true, false));
-  if (name == "rstrip") return Value(py_strip(s, none, false, true));
   if (name == "split") return split(s, args, line);
   if (name == "startswith" || name == "endswith") {
     const std::string& affix = string_arg(args, 0, name, line);
@@ -117,8 +114,11 @@ bool py_space(uint32_t cp) {
 
 }  // namespace
 
-std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
-  std::vector<std::string> cps = code_points(s);
+namespace {
+
+// The byte range of `s` that Python's strip family keeps.
+TextRange strip_bounds(const std::string& s, const Value& chars, bool left, bool right) {
+  const std::vector<std::string> cps = code_points(s);
   const std::vector<std::string> set =
       chars.is_string() ? code_points(chars.as_string()) : std::vector<std::string>{};
   const auto strippable = [&](const std::string& cp) {
@@ -126,32 +126,62 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
     size_t pos = 0;
     return py_space(utf8_next(cp, pos));
   };
-  size_t b = 0, e = cps.size();
+  size_t b = 0, e = cps.size(), begin = 0, end = s.size();
   if (left) {
-    while (b < e && strippable(cps[b])) ++b;
+    while (b < e && strippable(cps[b])) begin += cps[b++].size();
   }
   if (right) {
-    while (e > b && strippable(cps[e - 1])) --e;
+    while (e > b && strippable(cps[e - 1])) end -= cps[--e].size();
   }
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += cps[i];
+  return {begin, std::max(begin, end)};
+}
+
+// A dict key as a value: content when the dict came from a conversation.
+Value key_value(const Dict& d, const std::string& key) {
+  return d.content_keys ? Value::all_content(key) : Value(key);
+}
+
+}  // namespace
+
+std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
+  const auto [begin, end] = strip_bounds(s, chars, left, right);
+  return s.substr(begin, end - begin);
+}
+
+Value strip_value(const Value& v, const Value& chars, bool left, bool right) {
+  const Value text = as_text(v);
+  const std::string& s = text.as_string();
+  const auto [begin, end] = strip_bounds(s, chars, left, right);
+  std::vector<TextRange> kept;
+  for (const auto& [b, e] : text.content()) {
+    const size_t cb = std::max(b, begin), ce = std::min(e, end);
+    if (cb < ce) kept.emplace_back(cb - begin, ce - begin);
+  }
+  return Value::content_string(s.substr(begin, end - begin), std::move(kept));
+}
+
+std::vector<Value> dict_items(const Dict& d) {
+  std::vector<Value> out;
+  for (const auto& [k, v] : d.items) out.push_back(Value::list({key_value(d, k), v}));
   return out;
 }
 
 Value call_method(const Value& object, const std::string& name, std::vector<Value>& args,
                   KwArgs& kwargs, int line) {
   (void)kwargs;
-  if (object.is_string()) return string_method(object.as_string(), name, args, line);
+  if (object.is_string()) {
+    const Value chars = args.empty() ? Value::none() : args[0];
+    if (name == "strip") return strip_value(object, chars, true, true);
+    if (name == "lstrip") return strip_value(object, chars, true, false);
+    if (name == "rstrip") return strip_value(object, chars, false, true);
+    return derived(string_method(object.as_string(), name, args, line), object, args);
+  }
   if (object.kind() == Value::Kind::Dict) {
     const Dict& d = object.as_dict();
-    if (name == "items" || name == "keys" || name == "values") {
+    if (name == "items") return Value::list(dict_items(d));
+    if (name == "keys" || name == "values") {
       std::vector<Value> out;
-      for (const auto& [k, v] : d.items) {
-        if (name == "items")
-          out.push_back(Value::list({Value(k), v}));
-        else
-          out.push_back(name == "keys" ? Value(k) : v);
-      }
+      for (const auto& [k, v] : d.items) out.push_back(name == "keys" ? key_value(d, k) : v);
       return Value::list(std::move(out));
     }
     if (name == "copy") return Value::dict(d);

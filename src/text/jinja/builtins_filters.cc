@@ -98,7 +98,7 @@ std::optional<Value> text_filter(const std::string& name, const Value& v, std::v
   (void)ctx;
   (void)line;
   if (name == "trim")
-    return Value(py_strip(v.str(), param(args, kwargs, 0, "chars", Value::none()), true, true));
+    return strip_value(v, param(args, kwargs, 0, "chars", Value::none()), true, true);
   if (name == "tojson") {
     const Value ind = param(args, kwargs, 0, "indent", Value::none());
     if (ind.kind() == Value::Kind::Int && ind.as_int() > 100)
@@ -156,9 +156,7 @@ std::optional<Value> sequence_filter(const std::string& name, const Value& v,
     if (v.is_undefined()) return Value::list();
     if (!v.is_mapping())
       eval_error(line, str_cat("filter 'items' needs a dict, not a ", v.type_name()));
-    std::vector<Value> out;
-    for (const auto& [k, val] : v.as_dict().items) out.push_back(Value::list({Value(k), val}));
-    return Value::list(std::move(out));
+    return Value::list(dict_items(v.as_dict()));
   }
   if (name == "list") return Value::list(items_of(v, "filter '" + name + "'", line));
   if (name == "first" || name == "last") {
@@ -250,7 +248,9 @@ std::optional<Value> value_filter(const std::string& name, const Value& v, std::
 Value apply_filter(const std::string& name, const Value& v, std::vector<Value>& args,
                    KwArgs& kwargs, Context& ctx, int line) {
   for (const auto filter : {text_filter, sequence_filter, value_filter}) {
-    if (std::optional<Value> out = filter(name, v, args, kwargs, ctx, line)) return *out;
+    if (std::optional<Value> out = filter(name, v, args, kwargs, ctx, line)) {
+      return derived(std::move(*out), v, args);
+    }
   }
   eval_error(line, str_cat("unknown filter '", name, "'"));
 }

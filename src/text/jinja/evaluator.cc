@@ -61,14 +61,58 @@ std::vector<std::string> code_points(const std::string& s) {
   return out;
 }
 
+void Output::append(const Value& v) {
+  const Value t = as_text(v);
+  const size_t at = text.size();
+  text += t.as_string();
+  for (const auto& [b, e] : t.content()) {
+    if (!content.empty() && content.back().second == at + b) {
+      content.back().second = at + e;
+    } else {
+      content.emplace_back(at + b, at + e);
+    }
+  }
+}
+
+Value as_text(const Value& v) {
+  if (v.is_string()) return v;
+  return v.has_content() ? Value::all_content(v.str()) : Value(v.str());
+}
+
+Value concat(const Value& a, const Value& b) {
+  Output out;
+  out.append(a);
+  out.append(b);
+  return Value::content_string(std::move(out.text), std::move(out.content));
+}
+
+Value derived(Value result, const Value& source, const std::vector<Value>& args) {
+  if (result.has_content()) return result;
+  bool inputs = source.has_content();
+  for (const Value& a : args) inputs = inputs || a.has_content();
+  if (!inputs) return result;
+  if (result.is_string()) return Value::all_content(result.as_string());
+  if (!result.is_list()) return result;
+  std::vector<Value> items;
+  for (const Value& item : result.as_list()) {
+    items.push_back(item.is_string() ? Value::all_content(item.as_string()) : item);
+  }
+  return Value::list(std::move(items));
+}
+
 std::vector<Value> items_of(const Value& v, const std::string& what, int line) {
   if (v.is_list()) return v.as_list();
   if (v.is_undefined() || v.is_none()) return {};
   std::vector<Value> out;
   if (v.kind() == Value::Kind::Dict) {
-    for (const auto& [k, _] : v.as_dict().items) out.emplace_back(k);
+    const bool content = v.as_dict().content_keys;
+    for (const auto& [k, _] : v.as_dict().items) {
+      out.push_back(content ? Value::all_content(k) : Value(k));
+    }
   } else if (v.is_string()) {
-    for (std::string& c : code_points(v.as_string())) out.emplace_back(std::move(c));
+    for (std::string& c : code_points(v.as_string())) {
+      out.push_back(v.has_content() ? Value::all_content(std::move(c)) : Value(std::move(c)));
+    }
   } else {
     eval_error(line, str_cat(what, " cannot iterate over a ", v.type_name()));
   }
@@ -104,7 +148,7 @@ Value get_item(const Value& obj, const Value& key, int line) {
     }
     const std::vector<std::string> cps = code_points(obj.as_string());
     const auto i = py_index(key.as_int(), cps.size());
-    return i ? Value(cps[*i]) : Value();
+    return i ? derived(Value(cps[*i]), obj, {}) : Value();
   }
   return {};  // Jinja: an item that is not there is undefined
 }
@@ -180,7 +224,7 @@ Value slice(const Expr& e, Context& ctx) {
     const std::vector<std::string> cps = code_points(obj.as_string());
     std::string out;
     for (const size_t i : slice_indices(e, ctx, cps.size())) out += cps[i];
-    return Value(std::move(out));
+    return derived(Value(std::move(out)), obj, {});
   }
   eval_error(e.line, str_cat("cannot slice a ", obj.type_name()));
 }
@@ -224,7 +268,7 @@ Value integer_arithmetic(const std::string& op, int64_t i, int64_t j, int line) 
 }
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
-  if (op == "+" && a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
+  if (op == "+" && a.is_string() && b.is_string()) return concat(a, b);
   if (op == "+" && a.is_list() && b.is_list()) {
     std::vector<Value> out = a.as_list();
     out.insert(out.end(), b.as_list().begin(), b.as_list().end());
@@ -237,7 +281,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
     }
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += a.as_string();
-    return Value(std::move(out));
+    return derived(Value(std::move(out)), a, {});
   }
   if (!a.is_number() || !b.is_number()) {
     eval_error(line, str_cat("unsupported operand types for ", op, ": ", a.type_name(), " and ",
@@ -265,7 +309,7 @@ Value binary(const Expr& e, Context& ctx) {
   if (op == "and") return a.truthy() ? evaluate(*e.args[1], ctx) : a;
   if (op == "or") return a.truthy() ? a : evaluate(*e.args[1], ctx);
   const Value b = evaluate(*e.args[1], ctx);
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") return concat(as_text(a), as_text(b));
   if (op == "==") return Value(a.equals(b));
   if (op == "!=") return Value(!a.equals(b));
   if (op == "<") return Value(less_than(a, b, e.line));

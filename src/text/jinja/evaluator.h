@@ -54,9 +54,29 @@ inline constexpr int kMaxMacroDepth = 64;
 
 Value evaluate(const Expr& expr, Context& ctx);
 
+// Rendered text and the ranges of it that are a conversation's content (see Value::content).
+struct Output {
+  std::string text;
+  std::vector<TextRange> content;
+  void append(const Value& v);  // as `{{ v }}` prints it
+  void append_text(std::string_view s) { text += s; }
+};
+
 // What a statement list asks of the loop around it.
 enum class Flow { Normal, Break, Continue };
-Flow render_body(const Body& body, Context& ctx, std::string& out);
+Flow render_body(const Body& body, Context& ctx, Output& out);
+
+// Content tracking through operations. as_text: `v` as a string (its str()), content where `v`
+// had any. concat: a + b with both strings' ranges. derived: a result computed from `source` and
+// `args` by an operation that does not track ranges: unchanged when it has content of its own,
+// else, when the inputs had content, every string in it (or in the list it is) marked whole.
+Value as_text(const Value& v);
+Value concat(const Value& a, const Value& b);
+Value derived(Value result, const Value& source, const std::vector<Value>& args);
+// A dict's (key, value) pairs; keys are content when the dict's are.
+std::vector<Value> dict_items(const Dict& d);
+// Python's strip family on a string value, its content ranges cut to what remains.
+Value strip_value(const Value& s, const Value& chars, bool left, bool right);
 
 // Error "chat template line N: ..." (a hearth::Error).
 [[noreturn]] void eval_error(int line, const std::string& what);

@@ -34,7 +34,7 @@ Value loop_variable(const std::vector<Value>& items, size_t i) {
   return Value::dict(std::move(loop));
 }
 
-void render_for(const Node& n, Context& ctx, std::string& out) {
+void render_for(const Node& n, Context& ctx, Output& out) {
   std::vector<Value> items = items_of(evaluate(*n.expr, ctx), "a for loop", n.line);
   ctx.push();
   // The `if` filter drops items before the loop counts them, as Jinja's does.
@@ -92,9 +92,9 @@ Value make_macro(const Node& n, Context& ctx) {
       if (!given[i] && macro->defaults[i]) bound[i] = evaluate(*macro->defaults[i], *context);
       context->set(macro->names[i], bound[i]);
     }
-    std::string out;
+    Output out;
     render_body(macro->body, *context, out);
-    return Value(std::move(out));
+    return Value::content_string(std::move(out.text), std::move(out.content));
   });
 }
 
@@ -103,9 +103,9 @@ void render_set(const Node& n, Context& ctx) {
   if (n.expr) {
     value = evaluate(*n.expr, ctx);
   } else {
-    std::string text;
+    Output text;
     render_body(n.body, ctx, text);
-    value = Value(std::move(text));
+    value = Value::content_string(std::move(text.text), std::move(text.content));
   }
   if (!n.set_attribute) {
     ctx.set(n.names[0], std::move(value));
@@ -121,16 +121,16 @@ void render_set(const Node& n, Context& ctx) {
 
 }  // namespace
 
-Flow render_body(const Body& body, Context& ctx, std::string& out) {
+Flow render_body(const Body& body, Context& ctx, Output& out) {
   for (const NodePtr& node : body) {
     const Node& n = *node;
     switch (n.kind) {
       case Node::Kind::Text:
-        out += n.text;
+        out.append_text(n.text);
         break;
       case Node::Kind::Output:
-        out += evaluate(*n.expr, ctx).str();
-        if (out.size() > kMaxStringBytes) eval_error(n.line, "the output is too long");
+        out.append(evaluate(*n.expr, ctx));
+        if (out.text.size() > kMaxStringBytes) eval_error(n.line, "the output is too long");
         break;
       case Node::Kind::If: {
         const Body* chosen = &n.else_body;

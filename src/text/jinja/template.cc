@@ -18,6 +18,10 @@ Template::Template(Template&&) noexcept = default;
 Template& Template::operator=(Template&&) noexcept = default;
 
 std::string Template::render(const Value& variables, const std::tm& now) const {
+  return render_with_content(variables, now).text;
+}
+
+Template::Rendered Template::render_with_content(const Value& variables, const std::tm& now) const {
   struct Namespaces {
     std::vector<Value> made;
     ~Namespaces() {
@@ -28,11 +32,11 @@ std::string Template::render(const Value& variables, const std::tm& now) const {
   if (variables.is_mapping()) {
     for (const auto& [name, value] : variables.as_dict().items) ctx.set(name, value);
   }
-  std::string out;
+  Output out;
   if (render_body(impl_->body, ctx, out) != Flow::Normal) {
     fail("chat template: break or continue outside a loop");
   }
-  return out;
+  return {std::move(out.text), std::move(out.content)};
 }
 
 }  // namespace hearth::text::jinja

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "text/jinja/value.h"
@@ -32,6 +33,14 @@ class Template {
   // built-in functions; `now` is the date strftime_now formats. TemplateRaised when the template
   // raises, Error on an evaluation error (an undefined value's attribute, a type mismatch, ...).
   std::string render(const Value& variables, const std::tm& now) const;
+
+  // As render, with the byte ranges of the text that came from content strings in `variables`
+  // (see Value::content_string and mark_content), ascending and disjoint.
+  struct Rendered {
+    std::string text;
+    std::vector<TextRange> content;
+  };
+  Rendered render_with_content(const Value& variables, const std::tm& now) const;
 
  private:
   struct Impl;

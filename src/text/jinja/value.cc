@@ -37,6 +37,67 @@ Value::Value(double d) : kind_(Kind::Float), float_(d) {}
 Value::Value(std::string s)
     : kind_(Kind::String), string_(std::make_shared<const std::string>(std::move(s))) {}
 
+Value Value::content_string(std::string s, std::vector<TextRange> content) {
+  Value v(std::move(s));
+  if (!content.empty()) {
+    v.content_ = std::make_shared<const std::vector<TextRange>>(std::move(content));
+  }
+  return v;
+}
+
+Value Value::all_content(std::string s) {
+  const size_t n = s.size();
+  return content_string(std::move(s),
+                        n ? std::vector<TextRange>{{0, n}} : std::vector<TextRange>{});
+}
+
+const std::vector<TextRange>& Value::content() const {
+  static const std::vector<TextRange> kNone;
+  return content_ ? *content_ : kNone;
+}
+
+bool Value::has_content(int depth) const {
+  if (depth > kMaxPrintDepth) fail("chat template: a value nested too deeply");
+  switch (kind_) {
+    case Kind::String:
+      return content_ != nullptr;
+    case Kind::List:
+      for (const Value& item : *list_) {
+        if (item.has_content(depth + 1)) return true;
+      }
+      return false;
+    case Kind::Dict:
+    case Kind::Namespace:
+      if (dict_->content_keys && !dict_->items.empty()) return true;
+      for (const auto& [k, item] : dict_->items) {
+        if (item.has_content(depth + 1)) return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+Value mark_content(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::String:
+      return Value::all_content(v.as_string());
+    case Value::Kind::List: {
+      std::vector<Value> items;
+      for (const Value& item : v.as_list()) items.push_back(mark_content(item));
+      return Value::list(std::move(items));
+    }
+    case Value::Kind::Dict: {
+      Dict d;
+      d.content_keys = true;
+      for (const auto& [k, item] : v.as_dict().items) d.set(k, mark_content(item));
+      return Value::dict(std::move(d));
+    }
+    default:
+      return v;
+  }
+}
+
 Value Value::list(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::List;

@@ -22,10 +22,15 @@ using Callable = std::function<Value(std::vector<Value>& args, KwArgs& kwargs)>;
 
 // A dict keeps its keys in insertion order, as Python's does; lookups are linear, which suits the
 // few keys of a chat message.
+// A byte range [first, second) of a string.
+using TextRange = std::pair<size_t, size_t>;
+
 struct Dict {
   std::vector<std::pair<std::string, Value>> items;
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);
+  // The keys came from a conversation (see mark_content): iterating them gives content strings.
+  bool content_keys = false;
 };
 
 class Value {
@@ -39,7 +44,12 @@ class Value {
   Value(int i) : Value(static_cast<int64_t>(i)) {}  // NOLINT(google-explicit-constructor)
   Value(double d);                                  // NOLINT(google-explicit-constructor)
   Value(std::string s);                             // NOLINT(google-explicit-constructor)
-  Value(const char* s) : Value(std::string(s)) {}   // NOLINT(google-explicit-constructor)
+  // A string of which the byte ranges `content` (ascending, disjoint, none empty) are a
+  // conversation's own text rather than the template's; they travel through concatenation,
+  // trimming and macros into the rendering, so that the caller can tokenize them as plain text.
+  static Value content_string(std::string s, std::vector<TextRange> content);
+  static Value all_content(std::string s);
+  Value(const char* s) : Value(std::string(s)) {}  // NOLINT(google-explicit-constructor)
   static Value list(std::vector<Value> items = {});
   static Value dict(Dict d = {});
   static Value name_space(Dict d = {});
@@ -61,6 +71,12 @@ class Value {
   Dict& as_dict() const { return *dict_; }
   const std::string& function_name() const { return *string_; }
   Value call(std::vector<Value>& args, KwArgs& kwargs) const { return (*function_)(args, kwargs); }
+  // A string's content ranges (empty when it holds none).
+  const std::vector<TextRange>& content() const;
+  // Whether any content is in this value: a string's ranges, or a string or content key anywhere
+  // inside a list or dict. Error past kMaxPrintDepth levels of nesting (a namespace can hold
+  // itself).
+  bool has_content(int depth = 0) const;
 
   // Python's truth value (undefined is false).
   bool truthy() const;
@@ -84,11 +100,16 @@ class Value {
   std::shared_ptr<std::vector<Value>> list_;
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const Callable> function_;
+  std::shared_ptr<const std::vector<TextRange>> content_;  // strings only; null: none
 };
 
 // `s` in `quote`s with backslash escapes: JSON's (\b, \f, \u00XX for other controls) when `json`,
 // else Python repr's (\xXX for controls and DEL).
 void append_quoted(const std::string& s, char quote, bool json, std::string& out);
+
+// `v` with every string in it, and every dict key, marked as content (all_content): the messages
+// of a conversation before a template renders them.
+Value mark_content(const Value& v);
 
 // JSON text -> Value (objects keep their key order). Error with the offset on malformed input.
 Value parse_json(std::string_view text);
