@@ -42,11 +42,11 @@ const char* to_string(StopReason r) {
   return "?";
 }
 
-ChatConversation::ChatConversation(Session& session, text::ChatFamily family,
+ChatConversation::ChatConversation(Session& session, text::ChatRenderer renderer,
                                    const SamplerParams& sampling, std::string system)
     : session_(session),
       model_(session.model()),
-      family_(family),
+      renderer_(std::move(renderer)),
       sampler_(sampling, static_cast<int32_t>(session.model().config().n_vocab)),
       logits_(static_cast<size_t>(session.model().config().n_vocab)) {
   if (!system.empty()) messages_.push_back({"system", std::move(system)});
@@ -73,8 +73,7 @@ ChatConversation::Prompt ChatConversation::make_prompt(std::vector<text::ChatMes
   for (;;) {
     // The template's control tokens are parsed, the messages' own text is text ("</s>" typed by
     // the user stays four characters).
-    const text::ChatPrompt rendered =
-        text::render_chat_prompt(family_, messages, /*add_generation_prompt=*/true);
+    const text::ChatPrompt rendered = renderer_.render_prompt(messages);
     p.text = rendered.text;
     p.from_scratch = scratch || !p.text.starts_with(cached_text_);
     if (!p.from_scratch) {
@@ -135,7 +134,7 @@ TurnStats ChatConversation::reply(const std::string& user, int32_t n_predict,
   st.prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
-  text::StopStringMatcher stops(text::chat_stop_strings(family_));
+  text::StopStringMatcher stops(renderer_.stop_strings());
   std::string reply;
   auto show = [&](std::string s) {
     if (s.empty()) return;

@@ -21,7 +21,7 @@
 #include "hearth/sampling.h"
 #include "hearth/session.h"
 #include "sampling/sampler.h"
-#include "text/chat_template.h"
+#include "text/chat_renderer.h"
 #include "text/stop_strings.h"
 
 namespace hearth::cli {
@@ -43,7 +43,7 @@ struct TurnStats {
 class ChatConversation {
  public:
   // `session` must outlive the conversation; an empty `system` means no system message.
-  ChatConversation(Session& session, text::ChatFamily family, const SamplerParams& sampling,
+  ChatConversation(Session& session, text::ChatRenderer renderer, const SamplerParams& sampling,
                    std::string system);
 
   // Adds a user message and generates the reply, handing each piece of text that is ready to show
@@ -82,7 +82,7 @@ class ChatConversation {
 
   Session& session_;
   const Model& model_;
-  text::ChatFamily family_;
+  text::ChatRenderer renderer_;
   Sampler sampler_;
   std::vector<text::ChatMessage> messages_;
   std::string cached_text_;  // the rendered text the session's cache stands for

@@ -70,27 +70,15 @@ void write_out(std::string_view s) {
   std::fflush(stdout);
 }
 
-// The template family: --chat-template, else the model's (by its markers), else the default; says
-// on stderr which one and why, since a wrong template silently ruins replies.
-text::ChatFamily choose_family(const std::string& flag, const Model& model) {
-  if (!flag.empty()) {
-    const text::ChatFamily f = *text::parse_chat_family(flag);  // checked while parsing flags
-    std::fprintf(stderr, "hearth chat: chat template %s (--chat-template)\n", flag.c_str());
-    return f;
-  }
-  const auto jinja = model.chat_template();
-  bool recognised = false;
-  const text::ChatFamily f = text::detect_chat_family(jinja.value_or(""), &recognised);
-  const std::string name(text::to_string(f));
-  if (recognised) {
-    std::fprintf(stderr, "hearth chat: chat template %s (from the model)\n", name.c_str());
-  } else {
-    std::fprintf(stderr, "hearth chat: %s; using %s (choose one with --chat-template)\n",
-                 jinja ? "the model's chat template is not one Hearth knows"
-                       : "the model has no chat template",
-                 name.c_str());
-  }
-  return f;
+// The template: --chat-template, else the model's own Jinja template, else a family by its
+// markers; says on stderr which one and why, since a wrong template silently ruins replies.
+text::ChatRenderer choose_template(const std::string& flag, const Model& model) {
+  std::string note;
+  text::ChatRenderer renderer =
+      text::ChatRenderer::choose(flag, model.chat_template(), model.token_text(model.bos()),
+                                 model.token_text(model.eos()), &note);
+  std::fprintf(stderr, "hearth chat: %s\n", note.c_str());
+  return renderer;
 }
 
 void print_notices(const TurnStats& st, const Session& session, bool verbose) {
@@ -148,7 +136,7 @@ int cmd_chat(int argc, char** argv) {
     const auto model = load_model(model_path, sf, df);
     Session session(model, sf.options());
     print_load_info(model_path, *model, session, seconds_since(t_load));
-    ChatConversation chat(session, choose_family(family_flag, *model), sp, system);
+    ChatConversation chat(session, choose_template(family_flag, *model), sp, system);
 
     install_sigint_handler();
     const bool tty = isatty(STDIN_FILENO);

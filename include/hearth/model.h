@@ -96,6 +96,8 @@ class Model {
   std::vector<int32_t> tokenize(std::string_view text, bool add_bos,
                                 std::span<const std::pair<size_t, size_t>> literal) const;
   std::string token_to_piece(int32_t id) const;
+  // The token's text as the vocabulary spells it ("<|begin_of_text|>"); empty for id -1.
+  std::string token_text(int32_t id) const;
   int32_t bos() const;
   int32_t eos() const;
   bool is_eog(int32_t id) const;

@@ -68,6 +68,9 @@ std::vector<int32_t> Model::tokenize(std::string_view text, bool add_bos,
   return impl_->tokenizer->encode(text, add_bos, /*parse_special=*/true, literal);
 }
 std::string Model::token_to_piece(int32_t id) const { return impl_->tokenizer->token_to_piece(id); }
+std::string Model::token_text(int32_t id) const {
+  return id < 0 ? std::string() : impl_->tokenizer->token_text(id);
+}
 int32_t Model::bos() const { return impl_->tokenizer->bos(); }
 int32_t Model::eos() const { return impl_->tokenizer->eos(); }
 bool Model::is_eog(int32_t id) const { return impl_->tokenizer->is_eog(id); }

@@ -207,6 +207,23 @@ std::string parse_tokenize_request(std::string_view body) {
   return v->get<std::string>();
 }
 
+std::string parse_apply_template_request(std::string_view body) {
+  const json j = parse_object(body);
+  const json* v = field(j, "messages", &json::is_array, "an array of messages");
+  if (!v) bad("'messages' is required");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      bad("messages[" + std::to_string(i) + "] must be an object with a string 'role'");
+    }
+  }
+  // The body as sent: the renderer reads it again keeping each object's key order, which a
+  // template's tojson shows.
+  return std::string(body);
+}
+
+std::string format_prompt(std::string_view prompt) { return dump({{"prompt", std::string(prompt)}}); }
+
 std::vector<int32_t> parse_detokenize_request(std::string_view body) {
   const json j = parse_object(body);
   const json* v = field(j, "tokens", &json::is_array, "an array of token ids");

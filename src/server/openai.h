@@ -56,6 +56,12 @@ std::vector<int32_t> parse_detokenize_request(std::string_view body);
 std::string format_tokens(const std::vector<int32_t>& tokens);
 std::string format_content(std::string_view content);
 
+// /apply-template {"messages": [...], "tools": [...] (optional)}: checks that each message is an object with a string role
+// (ApiError 400 otherwise) and returns the body for ChatRenderer::render_json. The answer is
+// {"prompt": "..."}.
+std::string parse_apply_template_request(std::string_view body);
+std::string format_prompt(std::string_view prompt);
+
 // What one finished (or streaming) completion reports.
 struct CompletionInfo {
   Endpoint endpoint = Endpoint::Completion;

@@ -45,10 +45,9 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   const Model& m = *s.model;
   if (req.endpoint == Endpoint::Chat) {
     // The template's control tokens are parsed; the messages' text is text, whatever it spells.
-    const text::ChatPrompt p =
-        text::render_chat_prompt(s.family, req.messages, /*add_generation_prompt=*/true);
+    const text::ChatPrompt p = s.chat->render_prompt(req.messages);
     g.prompt = m.tokenize(p.text, m.add_bos_default(), p.content);
-    g.stop = text::chat_stop_strings(s.family);
+    g.stop = s.chat->stop_strings();
     g.trim_leading_space = true;
   } else {
     g.prompt = m.tokenize(req.prompt, m.add_bos_default(), /*parse_special=*/false);
@@ -288,6 +287,12 @@ void add_routes(Server::State& s) {
   h.post("/v1/completions",
          guarded(s, [&s](const HttpRequest& r) { return complete(s, r, Endpoint::Completion); }));
   h.post("/tokenize", guarded(s, [&s](const HttpRequest& r) { return tokenize(s, r); }));
+  // llama-server's: the conversation rendered with the model's template and its BOS/EOS texts,
+  // the generation prompt added, nothing generated.
+  h.post("/apply-template", guarded(s, [&s](const HttpRequest& r) {
+           const std::string messages = parse_apply_template_request(r.body);
+           return json_response(200, format_prompt(s.chat->render_json(messages, true)));
+         }));
   h.post("/detokenize", guarded(s, [&s](const HttpRequest& r) { return detokenize(s, r); }));
   h.get("/metrics", guarded(s, [&s](const HttpRequest&) {
           HttpResponse r =

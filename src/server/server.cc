@@ -15,18 +15,14 @@
 namespace hearth::server {
 namespace {
 
-text::ChatFamily choose_family(const ServerOptions& o, const Model& model,
-                               const std::function<void(const std::string&)>& log) {
-  if (!o.chat_template.empty()) {
-    const auto f = text::parse_chat_family(o.chat_template);
-    if (!f) fail("unknown chat template '", o.chat_template, "' (known: ", text::chat_family_names(), ")");
-    return *f;
-  }
-  bool recognised = false;
-  const auto f = text::detect_chat_family(model.chat_template().value_or(""), &recognised);
-  log(std::string("chat template ") + std::string(text::to_string(f)) +
-      (recognised ? " (from the model)" : " (the model's is unknown or absent; default)"));
-  return f;
+std::unique_ptr<text::ChatRenderer> choose_template(
+    const ServerOptions& o, const Model& model, const std::function<void(const std::string&)>& log) {
+  std::string note;
+  auto chat = std::make_unique<text::ChatRenderer>(
+      text::ChatRenderer::choose(o.chat_template, model.chat_template(),
+                                 model.token_text(model.bos()), model.token_text(model.eos()), &note));
+  log(note);
+  return chat;
 }
 
 }  // namespace
@@ -94,7 +90,7 @@ void Server::run(const std::function<bool()>& should_stop,
   const auto t0 = std::chrono::steady_clock::now();
   s.model = Model::load(s.options.model_path, s.options.load);
   if (!s.model->placement_note().empty()) log(s.model->placement_note());
-  s.family = choose_family(s.options, *s.model, log);
+  s.chat = choose_template(s.options, *s.model, log);
   s.model_id = std::filesystem::path(s.options.model_path).filename().string();
   s.created = static_cast<int64_t>(std::time(nullptr));
   SchedulerOptions so;

@@ -12,7 +12,7 @@
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/server.h"
-#include "text/chat_template.h"
+#include "text/chat_renderer.h"
 
 namespace hearth::server {
 
@@ -23,7 +23,7 @@ struct Server::State {
   // after they saw `ready` (acquire); never changed again.
   std::shared_ptr<const Model> model;
   std::unique_ptr<Scheduler> scheduler;
-  text::ChatFamily family = text::kDefaultChatFamily;
+  std::unique_ptr<text::ChatRenderer> chat;
   std::string model_id;
   int64_t created = 0;
   std::atomic<bool> ready{false};

@@ -27,6 +27,8 @@ class BpeEncoder {
   // llama.cpp, since the regexes work on code points).
   void encode(std::string_view text, std::vector<int32_t>& out) const;
 
+  const PreTokenizer& pre_tokenizer() const { return *pre_; }
+
  private:
   // Rank of the merge "left right", or -1. `key` is scratch space reused between calls.
   int32_t rank(std::string_view left, std::string_view right, std::string& key) const;

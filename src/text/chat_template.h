@@ -1,7 +1,8 @@
-// Chat templates: a conversation (system/user/assistant messages) rendered into the prompt text a
-// chat model was trained on. GGUF files carry the template as Jinja (tokenizer.chat_template);
-// Hearth embeds no Jinja engine but recognises the common families by markers in that string, as
-// llama.cpp's built-in templates do, and renders them with its own code.
+// The built-in chat template families: a conversation (system/user/assistant messages) rendered
+// into the prompt text a chat model was trained on, by our own code, for `--chat-template NAME`
+// and as the fallback when a file's Jinja template (tokenizer.chat_template, rendered by
+// ChatRenderer in chat_renderer.h) cannot be rendered; the family is then recognised by markers
+// in that template, as llama.cpp's built-in templates are.
 //
 // BOS contract: the rendered text never starts with the BOS token's text (no leading "<s>" or
 // "<|begin_of_text|>", although the Jinja templates write one). Tokenize it with

@@ -7,53 +7,51 @@
 #include <span>
 
 #include "core/error.h"
+#include "text/pretokenize_families.h"
 #include "text/unicode.h"
 
 namespace hearth::text {
 
 namespace {
 
-// GPT-2's pattern from its encoder.py. The final `\s+` only names whitespace that the lookahead
-// alternative leaves behind; such text would become a piece of its own anyway.
-constexpr std::string_view kGpt2Regex =
-    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
+// llama.cpp's whitespace, the Unicode White_Space property, as the body of a character class.
+// PCRE2's own \s also takes U+180E, which llama.cpp's tables do not count as whitespace.
+constexpr std::string_view kWhitespaceClass =
+    "\\t-\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}"
+    "\\x{3000}";
 
-// Llama 3's tokenizer.json pattern: case-insensitive contractions, a letter run may take one
-// leading non-letter, digits in groups of up to three, newlines kept with the punctuation before.
-constexpr std::string_view kLlama3Regex =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-
-// Qwen 2 is Llama 3's pattern with every digit a word of its own.
-constexpr std::string_view kQwen2Regex =
-    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
-
-struct Family {
-  std::span<const std::string_view> regexes;  // applied in this order
-  bool ignore_merges;
-};
-
-constexpr std::array kGpt2Regexes = {kGpt2Regex};
-constexpr std::array kLlama3Regexes = {kLlama3Regex};
-constexpr std::array kQwen2Regexes = {kQwen2Regex};
-
-constexpr Family kGpt2{kGpt2Regexes, false};
-constexpr Family kLlama3{kLlama3Regexes, true};
-constexpr Family kQwen2{kQwen2Regexes, false};
-
-struct Alias {
-  std::string_view name;  // a tokenizer.ggml.pre value, as llama.cpp's converter writes it
-  const Family* family;
-};
-
-// "default" (and an absent key) get GPT-2's pattern. llama.cpp splits such files with a sequence of
-// regexes of its own instead, so there, and only there, ids may differ from llama.cpp's.
-// clang-format off
-constexpr Alias kAliases[] = {
-    {"default", &kGpt2},   {"gpt-2", &kGpt2},  {"phi-2", &kGpt2},
-    {"llama3", &kLlama3},  {"llama-v3", &kLlama3},  {"llama-bpe", &kLlama3},
-    {"qwen2", &kQwen2},
-};
-// clang-format on
+// The family's pattern with `\s` and `\S` spelled as kWhitespaceClass. Other escapes, `\\`
+// among them, are copied as they are; a class ends at its first unescaped `]` after the opening.
+std::string with_whitespace_class(std::string_view pattern) {
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[++i];
+      if (e == 's') {
+        out += in_class ? std::string(kWhitespaceClass) : "[" + std::string(kWhitespaceClass) + "]";
+      } else if (e == 'S' && !in_class) {
+        out += "[^" + std::string(kWhitespaceClass) + "]";
+      } else if (e == 'S') {
+        fail("pre-tokenizer regex '", pattern, "' has \\S inside a class");
+      } else {
+        out += c;
+        out += e;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
 
 struct CodeDeleter {
   void operator()(pcre2_code* code) const { pcre2_code_free(code); }
@@ -75,12 +73,15 @@ struct Regex {
   bool jit = false;
 };
 
-Regex compile(std::string_view pattern) {
+Regex compile(std::string_view family_pattern) {
+  const std::string pattern = with_whitespace_class(family_pattern);
   int error = 0;
   PCRE2_SIZE error_offset = 0;
   Regex regex;
+  // `$` is the end of the piece only, as in the ECMAScript matcher llama.cpp uses.
   regex.code.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                 PCRE2_UTF | PCRE2_UCP, &error, &error_offset, nullptr));
+                                 PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &error,
+                                 &error_offset, nullptr));
   if (!regex.code) {
     fail("pre-tokenizer regex '", pattern, "' does not compile at offset ", error_offset, ": ",
          pcre2_message(error));
@@ -96,6 +97,7 @@ Regex compile(std::string_view pattern) {
 struct PreTokenizer::Impl {
   std::vector<Regex> regexes;
   bool ignore_merges = false;
+  bool add_bos = false;
 
   // Splits one piece with one regex: matches and the gaps between them, in order.
   void split_piece(const Regex& regex, pcre2_match_data* match, std::string_view piece,
@@ -118,13 +120,16 @@ struct PreTokenizer::Impl {
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
       const size_t start = ovector[0];
       const size_t end = ovector[1];
+      // An empty match still cuts the text there (SuperBPE marks its digit groups so), as
+      // llama.cpp's splitter does; the search then steps over one character.
+      if (start > emitted) out.push_back(piece.substr(emitted, start - emitted));
+      emitted = start;
       if (end == start) {
-        // An empty match makes no piece; step over one character to keep going.
+        if (start == piece.size()) break;
         search = start + std::min(utf8_len_lenient(static_cast<uint8_t>(piece[start])),
                                   piece.size() - start);
         continue;
       }
-      if (start > emitted) out.push_back(piece.substr(emitted, start - emitted));
       out.push_back(piece.substr(start, end - start));
       emitted = search = end;
     }
@@ -136,16 +141,14 @@ PreTokenizer::PreTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 PreTokenizer::~PreTokenizer() = default;
 
 std::unique_ptr<PreTokenizer> PreTokenizer::create(std::string_view name) {
-  const Family* family = nullptr;
-  for (const Alias& alias : kAliases) {
-    if (alias.name == name) family = alias.family;
-  }
+  const PreTokenizerFamily* family = find_pre_tokenizer_family(name);
   if (!family) {
     fail("tokenizer.ggml.pre '", name, "' is not a supported pre-tokenizer (known: ", known_names(),
          ")");
   }
   auto impl = std::make_unique<Impl>();
   impl->ignore_merges = family->ignore_merges;
+  impl->add_bos = family->add_bos;
   for (const std::string_view pattern : family->regexes) impl->regexes.push_back(compile(pattern));
   return std::unique_ptr<PreTokenizer>(new PreTokenizer(std::move(impl)));
 }
@@ -167,13 +170,8 @@ void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& p
 
 bool PreTokenizer::ignore_merges() const { return impl_->ignore_merges; }
 
-std::string PreTokenizer::known_names() {
-  std::string names;
-  for (const Alias& alias : kAliases) {
-    if (!names.empty()) names += ", ";
-    names += alias.name;
-  }
-  return names;
-}
+bool PreTokenizer::add_bos() const { return impl_->add_bos; }
+
+std::string PreTokenizer::known_names() { return pre_tokenizer_family_names(); }
 
 }  // namespace hearth::text

@@ -1,6 +1,6 @@
 // Pre-tokenization for byte-level BPE: the regexes that cut text into words before merging, chosen
-// by tokenizer.ggml.pre. Supporting a new model's pre-tokenizer means adding one table entry in
-// pretokenize.cc.
+// by tokenizer.ggml.pre. Supporting a new model's pre-tokenizer means adding its name (and, when no
+// family has its regexes, a family) in pretokenize_families.cc.
 #pragma once
 
 #include <memory>
@@ -27,6 +27,9 @@ class PreTokenizer {
   // Whether a word that is itself a token is emitted whole, skipping merges (Llama 3 does this:
   // some of its tokens cannot be reached through its merge list).
   bool ignore_merges() const;
+
+  // Whether the vocabulary adds BOS when the file does not say (llama.cpp's default per name).
+  bool add_bos() const;
 
   // Every accepted tokenizer.ggml.pre value, comma-separated, for error messages.
   static std::string known_names();

@@ -157,6 +157,8 @@ Tokenizer::Tokenizer(TokenizerData data)
   } else {
     bpe_ = std::make_unique<BpeEncoder>(vocab_, std::move(data.merges),
                                         data.pre.empty() ? "default" : data.pre, source_);
+    // Some pre-tokenizer names (Llama 3's among them) add BOS unless the file says otherwise.
+    if (!data.add_bos) add_bos_ = bpe_->pre_tokenizer().add_bos();
   }
 }
 

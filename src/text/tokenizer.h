@@ -43,8 +43,9 @@ struct TokenizerData {
   int32_t eot_id = -1;  // end of turn
   int32_t eom_id = -1;  // end of message (Llama 3.1 tool calls)
   // tokenizer.ggml.add_bos_token / add_eos_token / add_space_prefix; nullopt: the model's default
-  // (SentencePiece: true, false, true; BPE: false, false, false). BPE ignores add_space_prefix, as
-  // llama.cpp's BPE encoder does.
+  // (SentencePiece: true, false, true; BPE: false, false, false, except that some pre-tokenizers,
+  // llama3's among them, default add_bos to true). BPE ignores add_space_prefix, as llama.cpp's BPE
+  // encoder does.
   std::optional<bool> add_bos;
   std::optional<bool> add_eos;
   std::optional<bool> add_space_prefix;

@@ -82,7 +82,8 @@ TEST(ChatCli, TwoTurnsThenExitGiveTwoRepliesAndKeepTheCache) {
   const auto t = turns(r.err);
   ASSERT_EQ(t.size(), 2u) << r.err;
   EXPECT_GE(test::count_lines(r.out), 2) << r.out;
-  EXPECT_NE(r.err.find("no chat template; using chatml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chat template chatml (the model has none; default)"), std::string::npos)
+      << r.err;
   // The second turn evaluates only what the cache lacks: the first prompt and reply stay.
   // A reply that ended on an end-of-turn token was evaluated whole; one cut by the limit or a stop
   // string leaves its last token to the next turn.
@@ -147,7 +148,7 @@ TEST(ChatCli, ResetStartsOverWithAnEmptyCache) {
   EXPECT_EQ(r.out.substr(0, r.out.size() / 2), r.out.substr(r.out.size() / 2)) << r.out;
 }
 
-TEST(ChatCli, TemplateComesFromTheFlagTheModelOrTheDefault) {
+TEST(ChatCli, TemplateComesFromTheFlagTheModelOrTheFallback) {
   auto r = chat("hello\nagain\n", {"-n", "4", "--chat-template", "llama3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("chat template llama3 (--chat-template)"), std::string::npos) << r.err;
@@ -159,13 +160,17 @@ TEST(ChatCli, TemplateComesFromTheFlagTheModelOrTheDefault) {
       "message['content'] + eos_token }}{% endif %}{% endfor %}");
   r = chat("hello\n", {"-n", "4"}, zephyr);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("chat template zephyr (from the model)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chat template: the model's Jinja template"), std::string::npos) << r.err;
 
-  const std::string gemma = with_template(model(), dir() + "/gemma.gguf",
-                                          "{{ '<start_of_turn>' + message['role'] }}");
-  r = chat("hello\n", {"-n", "4"}, gemma);
+  // A template that fails on a plain conversation (here: `message` outside any loop) falls back,
+  // with a warning that says why.
+  const std::string broken = with_template(model(), dir() + "/broken.gguf",
+                                           "{{ '<start_of_turn>' + message['role'] }}");
+  r = chat("hello\n", {"-n", "4"}, broken);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("not one Hearth knows; using chatml"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: the model's chat template cannot be rendered"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("using chatml (default)"), std::string::npos) << r.err;
 }
 
 TEST(ChatCli, SystemPromptIsPartOfTheFirstTurn) {

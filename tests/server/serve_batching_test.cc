@@ -18,12 +18,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string small_model() {
-  return synth_model("small", {"--n-embd", "64", "--n-layer", "2", "--n-ff", "96", "--n-head", "4",
-                               "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
-                               "f32"});
-}
-
 // Client i: its own prompt (of its own length) and max_tokens; ignore_eos, so every client gets
 // exactly max_tokens tokens.
 json request(int i) {

@@ -86,6 +86,11 @@ TEST(TokenizerGolden, Gpt2ByteLevelBpe) {
   run_golden(shared + "/tokenizer/ggml-vocab-gpt-2.gguf", "gpt2");
 }
 
+TEST(TokenizerGolden, DeepSeekLlmByteLevelBpe) {
+  HEARTH_REQUIRE_SHARED(shared);
+  run_golden(shared + "/tokenizer/ggml-vocab-deepseek-llm.gguf", "gpt2");
+}
+
 TEST(TokenizerGolden, LlamaMetadataAndSpecialTokens) {
   HEARTH_REQUIRE_SHARED(shared);
   const auto file = gguf::GgufFile::open(shared + "/tokenizer/ggml-vocab-llama-spm.gguf");
