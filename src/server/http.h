@@ -1,4 +1,4 @@
-// The server's HTTP/1.1 layer, our own (http.cc; docs/design-notes.md says why): one network
+// The server's HTTP/1.1 layer, our own (http*.cc; docs/design-notes.md says why): one network
 // thread reads and parses every connection with epoll, under deadlines and caps, and hands only
 // complete requests to a pool of worker threads, which run the handler and write its response
 // (with a write deadline). A slow or idle client therefore costs a socket, never a worker.
