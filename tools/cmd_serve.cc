@@ -78,44 +78,44 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", o.api_key,
                  "require 'Authorization: Bearer KEY' on every endpoint but /health and the "
                  "chat page at / (which asks for the key)");
-  app.add_option("--allow-host", o.allowed_hosts,
+  app.add_option("--allow-host", o.http.allowed_hosts,
                  "also accept requests whose Host header names NAME (repeatable; '*' accepts "
                  "any). By default only the --host address is accepted (and localhost and the "
                  "loopback addresses on a loopback or wildcard --host; any IP address on a "
                  "wildcard one): others get 403, which stops DNS-rebinding pages")
       ->type_name("NAME");
-  app.add_option("--cors", o.cors_origins,
+  app.add_option("--cors", o.http.cors_origins,
                  "allow cross-origin browser requests from ORIGIN, e.g. http://localhost:3000 "
                  "(repeatable; '*' allows any). By default a request whose Origin header is not "
                  "the server's own gets 403")
       ->type_name("ORIGIN");
-  app.add_option("--max-connections", o.max_connections,
+  app.add_option("--max-connections", o.http.max_connections,
                  "open connections at most; more are answered 503 (an idle keep-alive one is "
                  "closed first)")
       ->check(CLI::Range(1, 65536))->capture_default_str();
-  app.add_option("--max-connections-per-client", o.max_connections_per_client,
+  app.add_option("--max-connections-per-client", o.http.max_connections_per_client,
                  "open connections from one client address at most; more are answered 503")
       ->check(CLI::Range(1, 65536))->capture_default_str();
-  size_t max_body_kib = o.max_body_bytes >> 10;
+  size_t max_body_kib = o.http.max_body_bytes >> 10;
   app.add_option("--max-body-kib", max_body_kib,
                  "request body limit in KiB, for every transfer encoding (413 above it, as soon "
                  "as it is known)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))->capture_default_str();
-  app.add_option("--header-timeout", o.header_timeout_s,
+  app.add_option("--header-timeout", o.http.header_timeout_s,
                  "seconds for a request's line and headers to arrive, from the connection's "
                  "start (or a keep-alive request's first byte); slow senders count against it")
       ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
-  app.add_option("--body-timeout", o.body_timeout_s,
+  app.add_option("--body-timeout", o.http.body_timeout_s,
                  "seconds for a request's body to arrive after its headers")
       ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
-  app.add_option("--idle-timeout", o.idle_timeout_s,
+  app.add_option("--idle-timeout", o.http.idle_timeout_s,
                  "seconds a keep-alive connection may wait for its next request")
       ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
-  app.add_option("--write-timeout", o.write_timeout_s,
+  app.add_option("--write-timeout", o.http.write_timeout_s,
                  "seconds a response write may make no progress (a client that does not read) "
                  "before the connection is dropped")
       ->check(CLI::Range(0.05, 3600.0))->capture_default_str();
-  app.add_option("--shutdown-grace", o.shutdown_grace_s,
+  app.add_option("--shutdown-grace", o.http.shutdown_grace_s,
                  "on SIGINT/SIGTERM, seconds the requests being answered get to finish before "
                  "their connections are closed (a second signal exits at once)")
       ->check(CLI::Range(0.0, 600.0))->capture_default_str();
@@ -134,7 +134,7 @@ int cmd_serve(int argc, char** argv) {
     o.session = sf.options();
     o.cache_prompt = !no_cache_prompt;
     o.queue_capacity = static_cast<size_t>(n_queue);
-    o.max_body_bytes = max_body_kib << 10;
+    o.http.max_body_bytes = max_body_kib << 10;
     install_signal_handlers();
     server::Server server(o);
     const int port = server.bind();

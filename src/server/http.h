@@ -67,13 +67,13 @@ struct HttpResponse {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
-struct HttpOptions {
+// What the HTTP layer accepts and how long it waits: the server's settings (ServerOptions::http,
+// the serve command's flags) as they reach HttpServer.
+struct HttpLimits {
   // Request bodies above this are answered 413 as soon as that is known: at once for a
   // Content-Length, at the chunk that crosses it for a chunked body.
   size_t max_body_bytes = 1 << 20;
   size_t max_header_bytes = 16 << 10;  // the request line and headers; 431 above
-  // Worker threads: each request being answered (running, queued or streaming) holds one.
-  int n_threads = 8;
   // Open connections in all, and from one client address; more are answered 503 and closed.
   int max_connections = 512;
   int max_connections_per_client = 128;
@@ -94,6 +94,11 @@ struct HttpOptions {
   // Origins ("http://host:port") allowed to make cross-origin requests; "*" allows any. A
   // request whose Origin header is neither its own origin nor listed gets 403.
   std::vector<std::string> cors_origins;
+};
+
+struct HttpOptions : HttpLimits {
+  // Worker threads: each request being answered (running, queued or streaming) holds one.
+  int n_threads = 8;
   // Called on the network thread when a request's headers are in, before its body is read: a
   // response to answer instead (authentication), or nullopt to go on. Must not block.
   std::function<std::optional<HttpResponse>(const HttpRequest&)> admit;

@@ -35,19 +35,10 @@ Server::Server(const ServerOptions& options) : state_(std::make_unique<State>())
     state_->options.queue_capacity = 4 * static_cast<size_t>(options.n_slots);
   }
   HttpOptions http;
-  http.max_body_bytes = options.max_body_bytes;
+  static_cast<HttpLimits&>(http) = options.http;
   // One worker per slot and queued request, plus a few for /health, /metrics and requests that
   // are only answered 503. Connections still sending, and idle ones, hold none.
   http.n_threads = options.n_slots + static_cast<int>(state_->options.queue_capacity) + 4;
-  http.max_connections = options.max_connections;
-  http.max_connections_per_client = options.max_connections_per_client;
-  http.header_timeout_s = options.header_timeout_s;
-  http.body_timeout_s = options.body_timeout_s;
-  http.idle_timeout_s = options.idle_timeout_s;
-  http.write_timeout_s = options.write_timeout_s;
-  http.shutdown_grace_s = options.shutdown_grace_s;
-  http.allowed_hosts = options.allowed_hosts;
-  http.cors_origins = options.cors_origins;
   http.error_body = [](int status, std::string_view message) {
     return default_error_body(status, message);
   };
@@ -115,7 +106,7 @@ void Server::run(const std::function<bool()>& should_stop,
   s.http->stop();
   const auto limit = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                         std::chrono::duration<double>(s.options.shutdown_grace_s + 2));
+                         std::chrono::duration<double>(s.options.http.shutdown_grace_s + 2));
   if (!s.scheduler->wait_stopped(limit)) {
     log("the engine is still in a step; exiting without waiting for it");
     std::fflush(stderr);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hearth/session.h"
+#include "server/http.h"
 
 namespace hearth::server {
 
@@ -25,18 +26,8 @@ struct ServerOptions {
   bool cache_prompt = true;   // a prompt continues from a slot's cache that starts with it
   size_t queue_capacity = 0;  // 0: 4 per slot
   std::string api_key;        // empty: no authentication
-  size_t max_body_bytes = 1 << 20;
   std::string chat_template;  // family name; empty: detected from the model
-  // The HTTP layer's limits and checks (HttpOptions in http.h says what each means).
-  int max_connections = 512;
-  int max_connections_per_client = 128;
-  double header_timeout_s = 10;
-  double body_timeout_s = 30;
-  double idle_timeout_s = 5;
-  double write_timeout_s = 30;
-  double shutdown_grace_s = 3;
-  std::vector<std::string> allowed_hosts;  // --allow-host
-  std::vector<std::string> cors_origins;   // --cors
+  HttpLimits http;  // the HTTP layer's limits and checks (--max-body-kib, --allow-host, ...)
 };
 
 class Server {

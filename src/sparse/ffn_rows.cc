@@ -45,4 +45,11 @@ void down_all(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w, 
   add_bias(ctx.isa(), out, w.down_bias, n, n_embd);
 }
 
+void add_gathered_bias(const float* bias, const int32_t* idx, int64_t k, int64_t n, float* u) {
+  if (!bias) return;
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) u[t * k + j] += bias[idx[j]];
+  }
+}
+
 }  // namespace hearth::sparse

@@ -24,6 +24,9 @@ void copy_in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64
 const float* in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n,
                            float* dst);
 
+// u[n, k] += bias[idx] in every row (the bias of k gathered neurons); nothing without a bias.
+void add_gathered_bias(const float* bias, const int32_t* idx, int64_t k, int64_t n, float* u);
+
 // out[n, n_embd] = a[n, n_ff] · down^T (+ bias), through whichever layout the file has.
 void down_all(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w, const float* a,
               int64_t n, float* out, FfnScratch& s, SparseStats& stats);

@@ -74,11 +74,7 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
   const Matrix& up = *g.w.up;
   gather_matmul(ctx, up.type, up.data, up.rows, up.cols, idx, k, g.xn, n, a);
   stats.weight_bytes += rows_bytes(&up, k);
-  if (g.w.up_bias) {
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) a[t * k + j] += g.w.up_bias[idx[j]];
-    }
-  }
+  add_gathered_bias(g.w.up_bias, idx, k, n, a);
   if (shape.up_relu) activate(ctx.isa(), Activation::Relu, a, n * k, a);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) a[t * k + j] *= sel.values[t * n_ff + idx[j]];
@@ -106,11 +102,7 @@ void gathered_activations(cpu::CpuContext& ctx, const FfnShape& shape, const Ffn
                     n, gate);
     }
   }
-  if (w.up_bias) {
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) a[t * k + j] += w.up_bias[idx[j]];
-    }
-  }
+  add_gathered_bias(w.up_bias, idx, k, n, a);
   stats.weight_bytes += rows_bytes(&up, k) + rows_bytes(w.gate, k);
   if (gated) {
     if (shape.up_relu) activate(ctx.isa(), Activation::Relu, a, n * k, a);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ops/linear.h"
 #include "ops/sparse_matmul.h"
+#include "sparse/ffn_rows.h"
 
 namespace hearth::sparse {
 namespace {
@@ -38,11 +39,7 @@ class MagnitudeRule final : public NeuronRule {
       const int64_t kc = w.n_neurons;
       float* const tmp = s.up.data();  // [n, kc], free until the pipeline computes up
       gather_matmul(ctx, m.type, m.data, m.rows, m.cols, w.neurons, kc, xn, n, tmp);
-      if (bias) {
-        for (int64_t t = 0; t < n; ++t) {
-          for (int64_t j = 0; j < kc; ++j) tmp[t * kc + j] += bias[w.neurons[j]];
-        }
-      }
+      add_gathered_bias(bias, w.neurons, kc, n, tmp);
       activate(ctx.isa(), shape.act, tmp, n * kc, tmp);
       std::fill(d, d + n * n_ff, 0.0f);
       for (int64_t t = 0; t < n; ++t) {
