@@ -226,6 +226,23 @@ TEST(Jinja, ContentRangesTravelThroughTheRendering) {
   EXPECT_EQ(pieces("{{ t }}{{ m.content | length }}"), "T4 ");
 }
 
+// A value may be assigned something it alone keeps alive (a request's "messages" replacing the
+// request). Under AddressSanitizer a member-wise assignment reads freed memory here.
+TEST(Jinja, AssigningAValueFromInsideItselfIsSafe) {
+  Value request = parse_json(R"({"tools": [1], "messages": [{"role": "user", "content": "hi"}]})");
+  const Value* inner = request.as_dict().find("messages");
+  ASSERT_NE(inner, nullptr);
+  request = *inner;
+  ASSERT_TRUE(request.is_list());
+  ASSERT_EQ(request.as_list().size(), 1u);
+  EXPECT_EQ(request.as_list()[0].as_dict().find("content")->as_string(), "hi");
+
+  Value list = parse_json(R"([[7, 8]])");
+  list = list.as_list()[0];
+  ASSERT_TRUE(list.is_list());
+  EXPECT_EQ(list.as_list()[1].as_int(), 8);
+}
+
 TEST(Jinja, JsonRoundTripsKeyOrderAndRejectsMalformedInput) {
   const std::string text = R"({"z": 1, "a": [true, null, -2.5, "\u00e9\n"], "m": {}})";
   EXPECT_EQ(to_json(parse_json(text)), R"({"z": 1, "a": [true, null, -2.5, "é\n"], "m": {}})");

@@ -31,6 +31,19 @@ Value Value::none() {
   return v;
 }
 
+Value& Value::operator=(Value other) noexcept {
+  kind_ = other.kind_;
+  bool_ = other.bool_;
+  int_ = other.int_;
+  float_ = other.float_;
+  string_ = std::move(other.string_);
+  list_ = std::move(other.list_);
+  dict_ = std::move(other.dict_);
+  function_ = std::move(other.function_);
+  content_ = std::move(other.content_);
+  return *this;
+}
+
 Value::Value(bool b) : kind_(Kind::Bool), bool_(b) {}
 Value::Value(int64_t i) : kind_(Kind::Int), int_(i) {}
 Value::Value(double d) : kind_(Kind::Float), float_(d) {}

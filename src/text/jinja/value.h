@@ -38,6 +38,11 @@ class Value {
   enum class Kind { Undefined, None, Bool, Int, Float, String, List, Dict, Namespace, Function };
 
   Value() = default;  // undefined
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  // By value, so that `v = <something inside v>` is safe: the argument is a full copy before v
+  // lets go of the list or dict that held it.
+  Value& operator=(Value other) noexcept;
   static Value none();
   Value(bool b);     // NOLINT(google-explicit-constructor): literals read naturally
   Value(int64_t i);  // NOLINT(google-explicit-constructor)
