@@ -80,9 +80,15 @@ int finish(const Model& model, const calib::CalibrationResult& r, const std::str
                   l.precision, l.predicted_sparsity, l.true_sparsity);
     } else if (r.kind == calib::CalibKind::ProfileOnly) {
       std::printf("layer %zu: sparsity %.4f on the calibration tokens\n", il, l.true_sparsity);
+    } else if (!l.input_share.empty()) {
+      const LayerThresholds& t = r.thresholds[il];
+      std::printf("layer %zu: skips attn_in %.3f (threshold %.4g), attn_out %.3f (%.4g), ffn_in "
+                  "%.3f (%.4g), down_in %.3f (%.4g); held-out weight sparsity %.4f\n",
+                  il, l.input_share[0], t.attn_in, l.input_share[1], t.attn_out, l.input_share[2],
+                  t.ffn_in, l.input_share[3], t.down, l.true_sparsity);
     } else {
       std::printf("layer %zu: gate threshold %.6g, down threshold %.6g, held-out sparsity %.4f\n",
-                  il, r.gate_thresholds.empty() ? 0.0 : r.gate_thresholds[il],
+                  il, r.thresholds.empty() ? 0.0 : r.thresholds[il].gate,
                   std::isnan(l.threshold) ? 0.0 : l.threshold, l.true_sparsity);
     }
   }
@@ -110,12 +116,26 @@ int cmd_calibrate(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--target-recall", o.target_recall, "per-layer predictor recall to reach")
       ->capture_default_str();
+  std::string scope = "model";
   app.add_option("--sparsity", o.sparsity,
-                 "per-layer magnitude thresholds that skip this share of the down projection's inputs "
-                 "(SwiGLU models)");
+                 "per-layer magnitude thresholds on projection inputs that skip this share of "
+                 "each layer's weights (--scope model) or of the down projection's inputs "
+                 "(--scope ffn)");
+  app.add_option("--scope", scope,
+                 "model: threshold the input of every projection (q/k/v, o, gate/up, down), "
+                 "shares found by a greedy search on held-out loss; ffn: the FFN alone, by "
+                 "|act(gate)| then |act(gate) * up|")
+      ->check(CLI::IsMember({"model", "ffn"}))->capture_default_str();
   app.add_option("--gate-sparsity", o.gate_sparsity,
-                 "of --sparsity, the share skipped by |act(gate)| alone, whose up rows are not "
-                 "read either (default: 0.4 * sparsity)");
+                 "--scope ffn: of --sparsity, the share skipped by |act(gate)| alone, whose up "
+                 "rows are not read either (default: 0.4 * sparsity)");
+  app.add_option("--layer-groups", o.layer_groups,
+                 "--scope model: layers that share one allocation, searched group by group (0 = "
+                 "one per layer for small models, else 1)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--search-tokens", o.search_tokens,
+                 "--scope model: held-out tokens each step of the search evaluates")
+      ->capture_default_str();
   app.add_option("--epochs", o.epochs, "predictor training epochs")->capture_default_str();
   app.add_option("--max-samples", o.max_samples,
                  "training samples kept per layer (at most what fits in 1 GiB)")
@@ -159,6 +179,9 @@ int cmd_calibrate(int argc, char** argv) {
     o.text = read_text_file(text_file, "calibration text");
     if (!heldout_file.empty()) o.heldout_text = read_text_file(heldout_file, "held-out text");
     if (stage == "profile") o.kind = calib::CalibKind::ProfileOnly;
+    if (stage == "all" && !std::isnan(o.sparsity)) {
+      o.kind = scope == "ffn" ? calib::CalibKind::Thresholds : calib::CalibKind::InputThresholds;
+    }
     const auto model = Model::load(model_path, !no_mmap);
     return finish(*model, calib::calibrate(model, o), out_path, report_dir);
   });

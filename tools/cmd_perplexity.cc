@@ -114,6 +114,15 @@ int cmd_perplexity(int argc, char** argv) {
       } else {
         std::printf("sparsity = n/a (the session counted no sparse FFN work)\n");
       }
+      if (!s.inputs.empty()) {
+        double lo = 1, hi = 0;
+        for (size_t l = 0; l < s.inputs.size(); ++l) {
+          lo = std::min(lo, s.input_sparsity(static_cast<int32_t>(l)));
+          hi = std::max(hi, s.input_sparsity(static_cast<int32_t>(l)));
+        }
+        std::printf("input sparsity = %.4f of the thresholded weights skipped (per layer %.4f to "
+                    "%.4f)\n", s.input_sparsity(), lo, hi);
+      }
     }
     if (dense) {
       const eval::Perplexity d = eval::perplexity(dense_nll);

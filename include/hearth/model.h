@@ -74,9 +74,9 @@ class Model {
   // The predictor threshold stored in the file (hearth.sparse_threshold, else
   // powerinfer.sparse_threshold, else 0).
   float sparse_threshold() const;
-  // Whether the file has calibrated per-layer gate thresholds (hearth.gate_thresholds), so
+  // Whether the file has calibrated per-layer magnitude thresholds (ModelConfig::thresholds), so
   // SparseMode::Threshold can run.
-  bool has_gate_thresholds() const;
+  bool has_thresholds() const;
   // Whether the file is a PowerInfer model (magic PWRI).
   bool is_powerinfer() const;
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "hearth/model.h"
 #include "hearth/types.h"
@@ -56,6 +57,9 @@ struct SessionOptions {
   // cache is then exact. Set this to apply the mode's neuron masks to every batch (perplexity does,
   // to measure the mode itself).
   bool sparse_prompt = false;
+  // SparseMode::Threshold: per-layer thresholds to use instead of the file's ([n_layer]; empty:
+  // the file's). Calibration searches with these.
+  std::vector<LayerThresholds> thresholds;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions.
   FfnObserver* ffn_observer = nullptr;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions of CPU-only models.
@@ -82,6 +86,30 @@ struct SparseStats {
   double bytes_per_token() const {
     return tokens ? static_cast<double>(weight_bytes) / tokens : 0.0;
   }
+  // Threshold mode's input sparsity, per layer: the weights that the thresholded inputs' elements
+  // multiply, and those skipped because their element was at or below its threshold.
+  struct InputCount {
+    uint64_t weights = 0;
+    uint64_t skipped = 0;
+  };
+  std::vector<InputCount> inputs;  // [layers seen]
+
+  void count_inputs(int32_t layer, uint64_t weights, uint64_t skipped) {
+    if (inputs.size() <= static_cast<size_t>(layer)) inputs.resize(static_cast<size_t>(layer) + 1);
+    inputs[static_cast<size_t>(layer)].weights += weights;
+    inputs[static_cast<size_t>(layer)].skipped += skipped;
+  }
+  // The share of thresholded weights skipped: in one layer, or over all (layer < 0).
+  double input_sparsity(int32_t layer = -1) const {
+    InputCount c;
+    for (size_t l = 0; l < inputs.size(); ++l) {
+      if (layer >= 0 && l != static_cast<size_t>(layer)) continue;
+      c.weights += inputs[l].weights;
+      c.skipped += inputs[l].skipped;
+    }
+    return c.weights ? static_cast<double>(c.skipped) / static_cast<double>(c.weights) : 0.0;
+  }
+
   double recall() const { return audit_true ? static_cast<double>(audit_hit) / audit_true : 1.0; }
   double precision() const {
     return neurons_active ? static_cast<double>(audit_hit) / neurons_active : 1.0;

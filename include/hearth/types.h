@@ -49,6 +49,18 @@ struct BlockRecipe {
   int64_t pos_offset = 0;          // position p reads row p + pos_offset of position_embd
 };
 
+// SparseMode::Threshold on one layer: an element of a projection's input whose magnitude is at or
+// below that input's threshold is skipped, and with it the weights it would multiply (0: none is).
+// Model-wide files (`hearth calibrate --sparsity`) set attn_in, attn_out, ffn_in and down; FFN-only
+// ones (`--scope ffn`) set gate and down.
+struct LayerThresholds {
+  float attn_in = 0.0f;   // q, k and v's input: the normed residual
+  float attn_out = 0.0f;  // wo's input: the attention's output
+  float ffn_in = 0.0f;    // gate and up's input: the normed residual
+  float gate = 0.0f;      // |act(gate)|: the neuron's up and down rows are skipped too
+  float down = 0.0f;      // down's input |act(gate) · up|
+};
+
 // Hyper-parameters of a loaded model, read from GGUF metadata.
 struct ModelConfig {
   std::string arch;   // general.architecture
@@ -77,11 +89,9 @@ struct ModelConfig {
   // Per-layer predictor score thresholds (hearth.predictor_thresholds, from calibration); empty:
   // sparse_threshold for every layer.
   std::vector<float> predictor_thresholds;
-  // Per-layer magnitude thresholds (SparseMode::Threshold): a neuron is skipped when
-  // |act(gate)| <= gate_thresholds[l] (hearth.gate_thresholds), and its down row also when
-  // |act(gate) · up| <= down_thresholds[l] (hearth.down_thresholds). Empty: none.
-  std::vector<float> gate_thresholds;
-  std::vector<float> down_thresholds;
+  // Per-layer magnitude thresholds of SparseMode::Threshold (hearth.*_thresholds, from
+  // calibration); empty when the file has none.
+  std::vector<LayerThresholds> thresholds;
   bool tied_output = false; // output projection reuses token_embd
   BlockRecipe block;        // from the architecture table
 

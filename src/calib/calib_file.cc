@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "gguf/gguf.h"
+#include "model/config.h"
 #include "model/model_internals.h"
 
 namespace hearth::calib {
@@ -20,8 +21,24 @@ std::string blk(int64_t il, const char* name) {
 }
 
 bool is_calibration_key(const std::string& k) {
-  return k.rfind(kStatsPrefix, 0) == 0 || k == "hearth.predictor_thresholds" ||
-         k == "hearth.gate_thresholds" || k == "hearth.down_thresholds";
+  if (k.rfind(kStatsPrefix, 0) == 0 || k == "hearth.predictor_thresholds") return true;
+  for (const ThresholdKey& t : kThresholdKeys) {
+    if (k == t.key) return true;
+  }
+  return false;
+}
+
+// The thresholds' keys: each that some layer uses (its field non-zero somewhere).
+void write_thresholds(gguf::GgufWriter& w, const std::vector<LayerThresholds>& thresholds) {
+  for (const ThresholdKey& k : kThresholdKeys) {
+    std::vector<float> v;
+    bool used = false;
+    for (const LayerThresholds& t : thresholds) {
+      v.push_back(t.*k.field);
+      used = used || t.*k.field != 0.0f;
+    }
+    if (used) w.set_f32_array(k.key, v);
+  }
 }
 
 // Tensors calibration replaces: predictors (when it writes new ones) and statistics.
@@ -158,10 +175,10 @@ void write_calibrated_model(const Model& model, const CalibrationResult& r, cons
     }
     w.set_f32_array("hearth.predictor_thresholds", thresholds);
   }
-  if (!r.gate_thresholds.empty()) {
-    w.set_f32_array("hearth.gate_thresholds", r.gate_thresholds);
-    w.set_f32_array("hearth.down_thresholds", r.down_thresholds);
-  }
+  write_thresholds(w, r.thresholds);
+  std::vector<float> shares;
+  for (const auto& l : rep.layers) shares.insert(shares.end(), l.input_share.begin(), l.input_share.end());
+  if (!shares.empty()) w.set_f32_array(std::string(kStatsPrefix) + "input_shares", shares);
   w.write(out);
 }
 
@@ -180,6 +197,12 @@ sparse::CalibReport read_calib_report(const Model& model) {
   const auto recall = read_array(f, std::string(kStatsPrefix) + "recall", n);
   const auto precision = read_array(f, std::string(kStatsPrefix) + "precision", n);
   const auto predicted = read_array(f, std::string(kStatsPrefix) + "predicted_sparsity", n);
+  const auto shares = f.get_float_array(std::string(kStatsPrefix) + "input_shares");
+  const size_t per_layer = shares && !shares->empty() ? shares->size() / n : 0;
+  if (per_layer * n != (shares ? shares->size() : 0)) {
+    fail(f.path(), ": ", kStatsPrefix, "input_shares has ", shares->size(), " values for ", n,
+         " layers");
+  }
   for (size_t il = 0; il < n; ++il) {
     sparse::CalibLayerReport l;
     const gguf::TensorInfo* t = f.find_tensor(blk(static_cast<int64_t>(il), "ffn_act_freq"));
@@ -193,7 +216,8 @@ sparse::CalibReport read_calib_report(const Model& model) {
     l.precision = precision[il];
     l.predicted_sparsity = predicted[il];
     if (il < c.predictor_thresholds.size()) l.threshold = c.predictor_thresholds[il];
-    if (il < c.down_thresholds.size()) l.threshold = c.down_thresholds[il];
+    if (il < c.thresholds.size()) l.threshold = c.thresholds[il].down;
+    for (size_t k = 0; k < per_layer; ++k) l.input_share.push_back((*shares)[il * per_layer + k]);
     const Matrix& fc1 = model_weights(model).layers[il].fc1;
     l.predictor_rank = fc1.present() ? fc1.rows : 0;
     r.layers.push_back(std::move(l));

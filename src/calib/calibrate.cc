@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "calib/input_sparsity.h"
 #include "calib/windows.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -68,9 +69,10 @@ CalibKind resolve_kind(const Model& m, const CalibrateOptions& o) {
     fail("--sparsity must be between 0 and 1 (got ", o.sparsity, ")");
   }
   CalibKind k = o.kind;
-  if (k == CalibKind::Auto) k = has_sparsity ? CalibKind::Thresholds : CalibKind::Predictors;
-  if (k == CalibKind::Thresholds && !has_sparsity) fail("thresholds need --sparsity F");
-  if (k != CalibKind::Thresholds && !relu) {
+  if (k == CalibKind::Auto) k = has_sparsity ? CalibKind::InputThresholds : CalibKind::Predictors;
+  const bool thresholds = k == CalibKind::Thresholds || k == CalibKind::InputThresholds;
+  if (thresholds && !has_sparsity) fail("thresholds need --sparsity F");
+  if (!thresholds && !relu) {
     fail("this model's FFN activation is ", to_string(m.config().ffn_act),
          ", whose neurons are never exactly zero, so there is nothing for predictors to learn; "
          "give --sparsity F for per-layer magnitude thresholds");
@@ -209,18 +211,21 @@ void choose_thresholds(const std::shared_ptr<const Model>& model, const TokenSpl
   po.histograms = true;
   sparse::ActivationProfiler gate(c.n_layer, c.n_embd, c.n_ff, po);
   profile_tokens(model, split.train, gate, o, "profile (gate magnitudes)");
+  r.thresholds.resize(static_cast<size_t>(c.n_layer));
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    r.gate_thresholds.push_back(gate_share > 0 ? gate.histogram(il).quantile(gate_share) : 0.0f);
+    const float t = gate_share > 0 ? gate.histogram(il).quantile(gate_share) : 0.0f;
+    r.thresholds[static_cast<size_t>(il)].gate = t;
+    po.thresholds.push_back(t);
   }
-  po.thresholds = r.gate_thresholds;
   sparse::ActivationProfiler down(c.n_layer, c.n_embd, c.n_ff, po);
   profile_tokens(model, split.train, down, o, "profile (down magnitudes)");
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    r.down_thresholds.push_back(down.down_histogram(il).quantile(o.sparsity));
+    const float t = down.down_histogram(il).quantile(o.sparsity);
+    r.thresholds[static_cast<size_t>(il)].down = t;
+    po.down_thresholds.push_back(t);
   }
   // Which neurons the thresholds keep, on the calibration and the held-out tokens.
   po.histograms = false;
-  po.down_thresholds = r.down_thresholds;
   sparse::ActivationProfiler train(c.n_layer, c.n_embd, c.n_ff, po);
   profile_tokens(model, split.train, train, o, "profile (frequencies)");
   sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);
@@ -229,13 +234,52 @@ void choose_thresholds(const std::shared_ptr<const Model>& model, const TokenSpl
     sparse::CalibLayerReport lr;
     lr.freq = train.frequencies(il);
     lr.true_sparsity = held.sparsity(il);
-    lr.threshold = r.down_thresholds[static_cast<size_t>(il)];
+    lr.threshold = r.thresholds[static_cast<size_t>(il)].down;
     say(o, cat("layer ", il + 1, "/", c.n_layer, ": gate threshold ",
-               r.gate_thresholds[static_cast<size_t>(il)], ", down threshold ", lr.threshold,
+               r.thresholds[static_cast<size_t>(il)].gate, ", down threshold ", lr.threshold,
                ", held-out sparsity ", lr.true_sparsity));
     r.report.layers.push_back(std::move(lr));
   }
   r.report.tokens = static_cast<int64_t>(train.tokens());
+  r.report.target = o.sparsity;
+}
+
+// Model-wide thresholds (calib/input_sparsity.h), then which neurons' down rows they keep on the
+// held-out tokens (the report's and the file's firing frequencies).
+void choose_input_thresholds(const std::shared_ptr<const Model>& model, const TokenSplit& split,
+                             const CalibrateOptions& o, CalibrationResult& r) {
+  const ModelConfig& c = model->config();
+  if (o.search_tokens < kMinHeldoutTokens) {
+    fail("the search needs at least ", kMinHeldoutTokens, " held-out tokens (got ",
+         o.search_tokens, ")");
+  }
+  InputSparsityOptions io;
+  io.sparsity = o.sparsity;
+  io.window = o.window;
+  io.layer_groups = o.layer_groups;
+  io.n_threads = o.n_threads;
+  io.log = o.log;
+  const size_t n_search = std::min(split.heldout.size(), static_cast<size_t>(o.search_tokens));
+  const InputAllocation a = allocate_input_sparsity(
+      model, split.train, std::span(split.heldout).first(n_search), io);
+  r.thresholds = a.thresholds;
+  say(o, cat("held-out perplexity ", std::exp(a.dense_nll), " dense, ", std::exp(a.sparse_nll),
+             " at ", o.sparsity, " input sparsity (", a.evaluations, " evaluations, ",
+             a.layer_groups, " layer groups)"));
+  sparse::ProfileOptions po = sparse::ProfileOptions{};
+  for (const LayerThresholds& t : a.thresholds) po.down_thresholds.push_back(t.down);
+  sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);
+  profile_tokens(model, split.heldout, held, o, "held-out (frequencies)");
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const auto l = static_cast<size_t>(il);
+    sparse::CalibLayerReport lr;
+    lr.freq = held.frequencies(il);
+    lr.true_sparsity = a.achieved[l];
+    lr.threshold = a.thresholds[l].down;
+    lr.input_share.assign(a.shares[l].begin(), a.shares[l].end());
+    r.report.layers.push_back(std::move(lr));
+  }
+  r.report.tokens = static_cast<int64_t>(split.train.size());
   r.report.target = o.sparsity;
 }
 
@@ -296,6 +340,10 @@ CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const Cal
     case CalibKind::Thresholds:
       r.report.kind = "thresholds";
       choose_thresholds(model, split, o, r);
+      break;
+    case CalibKind::InputThresholds:
+      r.report.kind = "input thresholds";
+      choose_input_thresholds(model, split, o, r);
       break;
     default:
       r.report.kind = "profile";

@@ -1,7 +1,7 @@
-// The calibration pipeline behind `hearth calibrate` (issue 4): profile a model's FFN activations
-// on text with a dense session, then either train predictors (ReLU-family models) or choose
-// per-layer magnitude thresholds (SwiGLU models, training-free, in the spirit of TEAL/CATS), and
-// measure the result on held-out tokens. It drives the public Session API with an
+// The calibration pipeline behind `hearth calibrate` (issue 4): profile a model's activations on
+// text with a dense session, then either train predictors (ReLU-family models) or choose
+// per-layer magnitude thresholds (training-free: model-wide on every projection's input,
+// calib/input_sparsity.h, or on the FFN alone), and measure the result on held-out tokens. It drives the public Session API with an
 // ActivationProfiler attached, so it sits above the model layer; the math lives in src/sparse/.
 #pragma once
 
@@ -18,11 +18,13 @@
 
 namespace hearth::calib {
 
-// ProfileOnly: activation statistics, plus the predictor samples (--stage profile).
-enum class CalibKind { Auto, Predictors, Thresholds, ProfileOnly };
+// Thresholds: the FFN's two stages (gate, then down; --scope ffn). InputThresholds: every
+// projection's input (--scope model). ProfileOnly: activation statistics, plus the predictor
+// samples (--stage profile).
+enum class CalibKind { Auto, Predictors, Thresholds, InputThresholds, ProfileOnly };
 
 struct CalibrateOptions {
-  CalibKind kind = CalibKind::Auto;  // Auto: Thresholds when `sparsity` is set, else Predictors
+  CalibKind kind = CalibKind::Auto;  // Auto: InputThresholds when `sparsity` is set, else Predictors
   std::string text;                  // calibration text
   std::string heldout_text;          // empty: the last `heldout_share` of the text's tokens
   double heldout_share = 0.1;
@@ -36,11 +38,16 @@ struct CalibrateOptions {
   double target_recall = 0.95;
   int epochs = 20;
   int64_t max_samples = 65536;  // per layer, capped by a memory budget of 1 GiB
+  // InputThresholds: the share of each layer's weights skipped (calib/input_sparsity.h).
   // Thresholds: the share of neurons per layer whose down row is skipped (|act(gate) · up| small),
   // and of those the share skipped already by the gate alone (|act(gate)| small: their up rows
   // are not read either; NaN: 0.4 * sparsity).
   double sparsity = std::numeric_limits<double>::quiet_NaN();
   double gate_sparsity = std::numeric_limits<double>::quiet_NaN();
+  // InputThresholds: layers allocated together (0: auto) and held-out tokens the search
+  // evaluates at most.
+  int64_t layer_groups = 0;
+  int64_t search_tokens = 1024;
   // Progress lines for the terminal (may be empty).
   std::function<void(const std::string&)> log;
 };
@@ -65,8 +72,7 @@ struct CalibrationResult {
   CalibKind kind = CalibKind::Predictors;
   sparse::CalibReport report;               // per layer: frequencies, quality, thresholds
   std::vector<LayerPredictor> predictors;   // Predictors: one per layer
-  std::vector<float> gate_thresholds;       // Thresholds: one per layer
-  std::vector<float> down_thresholds;       // Thresholds: one per layer
+  std::vector<LayerThresholds> thresholds;  // Thresholds, InputThresholds: one per layer
   ProfileData profile;                      // ProfileOnly: saved with the file for --stage train
   int64_t heldout_tokens = 0;
 };

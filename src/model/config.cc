@@ -129,6 +129,19 @@ std::vector<float> read_layer_array(const gguf::GgufFile& file, const char* key,
   return std::move(*v);
 }
 
+// Every layer's thresholds from whichever of kThresholdKeys the file has (the others 0); empty
+// when it has none.
+std::vector<LayerThresholds> read_thresholds(const gguf::GgufFile& file, int64_t n_layer) {
+  std::vector<LayerThresholds> t;
+  for (const ThresholdKey& k : kThresholdKeys) {
+    const std::vector<float> v = read_layer_array(file, k.key, n_layer, true);
+    if (v.empty()) continue;
+    t.resize(static_cast<size_t>(n_layer));
+    for (size_t il = 0; il < v.size(); ++il) t[il].*k.field = v[il];
+  }
+  return t;
+}
+
 // Fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder Falcon's so all Q heads come
 // first, then K, then V ("jploski"); that is the only layout Hearth reads.
 void check_qkv_layout(const gguf::GgufFile& file, const std::string& arch) {
@@ -217,11 +230,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   }
   c.sparse_threshold = read_sparse_threshold(file);
   c.predictor_thresholds = read_layer_array(file, "hearth.predictor_thresholds", c.n_layer, false);
-  c.gate_thresholds = read_layer_array(file, "hearth.gate_thresholds", c.n_layer, true);
-  c.down_thresholds = read_layer_array(file, "hearth.down_thresholds", c.n_layer, true);
-  if (!c.down_thresholds.empty() && c.gate_thresholds.empty()) {
-    fail(file.path(), ": hearth.down_thresholds needs hearth.gate_thresholds");
-  }
+  c.thresholds = read_thresholds(file, c.n_layer);
   // n_vocab, ffn_gated and tied_output come from the tensors (bind_weights).
   return c;
 }

@@ -12,6 +12,20 @@ namespace hearth {
 // for an architecture Hearth does not implement.
 ModelConfig read_config(const gguf::GgufFile& file);
 
+// The metadata keys of LayerThresholds' fields, one float per layer each (docs/formats.md); the
+// config reads them and calibration writes them.
+struct ThresholdKey {
+  const char* key;
+  float LayerThresholds::*field;
+};
+inline constexpr ThresholdKey kThresholdKeys[] = {
+    {"hearth.attn_in_thresholds", &LayerThresholds::attn_in},
+    {"hearth.attn_out_thresholds", &LayerThresholds::attn_out},
+    {"hearth.ffn_in_thresholds", &LayerThresholds::ffn_in},
+    {"hearth.gate_thresholds", &LayerThresholds::gate},
+    {"hearth.down_thresholds", &LayerThresholds::down},
+};
+
 // Parses hearth.ffn_activation values: "silu", "relu", "relu2", "gelu".
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where);
 

@@ -89,7 +89,7 @@ void Session::Impl::parallel_layer(size_t il, int64_t n) {
   }
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
   attention_block(ctx, config, attn, rope, l, layer_chunks(il), attn_scratch, a, n,
-                  attn_out.f32());
+                  attn_out.f32(), attention_thresholds(il));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
   float* const ao = attn_out.f32();
@@ -105,8 +105,17 @@ std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {
     attn_chunks[i] = AttentionChunk{c.row0, c.n, c.pos0,
                                     static_cast<char*>(k_cache[il].data()) + at,
                                     static_cast<char*>(v_cache[il].data()) + at};
+    // As the FFN decides (sparse::FfnExecutor): decode-sized chunks, or all when prompts are too.
+    attn_chunks[i].sparse = sparse_mode == SparseMode::Threshold &&
+                            (sparse_prompt || c.n <= sparse::kMaxSparseBatch);
   }
   return {attn_chunks.data(), n_chunks};
+}
+
+AttentionThresholds Session::Impl::attention_thresholds(size_t il) {
+  if (thresholds.empty()) return {};
+  return AttentionThresholds{thresholds[il].attn_in, thresholds[il].attn_out,
+                             static_cast<int32_t>(il), &stats};
 }
 
 // logits = output · norm(x): of every row into out when all_rows, else of each chunk's last row.

@@ -56,7 +56,7 @@ uint64_t Model::weight_bytes_per_token() const {
 }
 
 bool Model::has_predictors() const { return impl_->weights.layers.front().has_predictor(); }
-bool Model::has_gate_thresholds() const { return !impl_->config.gate_thresholds.empty(); }
+bool Model::has_thresholds() const { return !impl_->config.thresholds.empty(); }
 float Model::sparse_threshold() const { return impl_->config.sparse_threshold; }
 bool Model::is_powerinfer() const { return impl_->file->is_powerinfer(); }
 

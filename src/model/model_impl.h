@@ -31,7 +31,7 @@ struct Model::Impl {
   // when it has calibrated thresholds, else Dense. The session and the placement both ask here.
   SparseMode auto_sparse_mode() const {
     if (weights.layers.front().has_predictor()) return SparseMode::Predictor;
-    return config.gate_thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
+    return config.thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
   }
 
   // Bytes of the weights a forward pass reads outside the FFN: attention and the output head.

@@ -60,15 +60,21 @@ int32_t resolve_batch(const SessionOptions& o, int32_t n_ctx, int32_t n_seq) {
   return static_cast<int32_t>(std::clamp<int64_t>(o.n_batch, 1, most));
 }
 
-SparseMode resolve_sparse_mode(SparseMode requested, const Model& m) {
+SparseMode resolve_sparse_mode(const SessionOptions& o, const Model& m) {
+  const SparseMode requested = o.sparse;
   if (requested == SparseMode::Auto) return m.impl().auto_sparse_mode();
   if (requested == SparseMode::Predictor && !m.has_predictors()) {
     fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
          "not have; make them with hearth calibrate, or use --sparse oracle");
   }
-  if (requested == SparseMode::Threshold && !m.has_gate_thresholds()) {
-    fail(m.path(), ": --sparse threshold needs per-layer thresholds (hearth.gate_thresholds), "
+  if (requested == SparseMode::Threshold && !m.has_thresholds() && o.thresholds.empty()) {
+    fail(m.path(), ": --sparse threshold needs per-layer thresholds (hearth.*_thresholds), "
          "which this model does not have; make them with hearth calibrate --sparsity F");
+  }
+  if (!o.thresholds.empty() &&
+      static_cast<int64_t>(o.thresholds.size()) != m.config().n_layer) {
+    fail("the session got thresholds for ", o.thresholds.size(), " layers; the model has ",
+         m.config().n_layer);
   }
   return requested;
 }
@@ -90,7 +96,11 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       n_batch(resolve_batch(o, n_ctx, resolve_seq(o))),
       ctx(std::max(1, o.n_threads)),
       act(to_activation(config.ffn_act)),
-      sparse_mode(resolve_sparse_mode(o.sparse, *model_ref)),
+      sparse_mode(resolve_sparse_mode(o, *model_ref)),
+      thresholds(sparse_mode != SparseMode::Threshold ? std::vector<LayerThresholds>()
+                 : o.thresholds.empty()                  ? config.thresholds
+                                                         : o.thresholds),
+      sparse_prompt(o.sparse_prompt),
       sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
       n_seq(resolve_seq(o)),
       n_past(static_cast<size_t>(n_seq), 0),
@@ -133,8 +143,9 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   attn_out = AlignedBuffer(b * c.n_embd);
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
-  attn_scratch = AttentionScratch{xn.f32(),  q.f32(),        k.f32(),       v.f32(),
-                                  att.f32(), attn_out.f32(), attn_ws.data()};
+  if (sparse_mode == SparseMode::Threshold) masked = AlignedBuffer(b * c.n_embd);
+  attn_scratch = AttentionScratch{xn.f32(),  q.f32(),        k.f32(),        v.f32(),
+                                  att.f32(), attn_out.f32(), attn_ws.data(), masked.f32()};
   attn_chunks.resize(static_cast<size_t>(n_seq));
   logits.resize(static_cast<size_t>(c.n_vocab));
   bind_ffn(o.sparse_threshold);
@@ -149,7 +160,7 @@ float Session::Impl::layer_threshold(size_t il, float override) const {
       if (!std::isnan(override)) return override;
       return config.predictor_thresholds.empty() ? config.sparse_threshold
                                                  : config.predictor_thresholds[il];
-    case SparseMode::Threshold: return config.gate_thresholds[il];
+    case SparseMode::Threshold: return thresholds[il].gate;
     default: return 0.0f;
   }
 }
@@ -164,8 +175,9 @@ void Session::Impl::bind_ffn(float threshold_override) {
                          &l.fc1,      &l.fc2,     l.ffn_up_b, l.ffn_down_b,
                          static_cast<int32_t>(il), layer_threshold(il, threshold_override)};
     f.order = model.order(il);
-    if (sparse_mode == SparseMode::Threshold && !config.down_thresholds.empty()) {
-      f.down_threshold = config.down_thresholds[il];
+    if (sparse_mode == SparseMode::Threshold) {
+      f.down_threshold = thresholds[il].down;
+      f.in_threshold = thresholds[il].ffn_in;
     }
     if (sparse_mode != SparseMode::Dense && !l.ffn_down_t.present()) {
       if (!made) made = &model.neuron_major_down();

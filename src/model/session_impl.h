@@ -33,6 +33,9 @@ struct Session::Impl {
   RopeTable rope;
   Activation act;
   SparseMode sparse_mode;   // resolved: never Auto
+  // Threshold mode: per layer, the options' or else the file's; other modes: empty.
+  std::vector<LayerThresholds> thresholds;
+  bool sparse_prompt;  // SessionOptions::sparse_prompt
   bool sparse_audit;
   SparseStats stats;
   int32_t n_seq;
@@ -65,6 +68,7 @@ struct Session::Impl {
   AlignedBuffer attn_out;  // [n_batch, n_embd] the attention half's output
   AlignedBuffer ffn_out;   // [n_batch, n_embd] the FFN half's output
   AlignedBuffer attn_ws;
+  AlignedBuffer masked;    // [n_batch, n_embd] Threshold mode: attention input, small ones zeroed
   AttentionScratch attn_scratch;  // views of the buffers above
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
   // Hybrid execution: this session's part on the model's device, and per layer the host's FFN
@@ -86,8 +90,11 @@ struct Session::Impl {
   void parallel_layer(size_t il, int64_t n);
   // x[n, n_embd] += the learned position of each row (BlockRecipe::learned_positions).
   void add_positions(int64_t n);
-  // attn_chunks = the pass's chunks with layer il's caches.
+  // attn_chunks = the pass's chunks with layer il's caches, those that the mode's input
+  // thresholds apply to marked sparse.
   std::span<const AttentionChunk> layer_chunks(size_t il);
+  // Layer il's attention input thresholds (none outside Threshold mode).
+  AttentionThresholds attention_thresholds(size_t il);
   // The final norm and output projection, from the residual stream the layers leave in x.
   void output_head(int64_t n, float* out, bool all_rows);
   void check_seq(int32_t seq) const;

@@ -43,14 +43,42 @@ void block_norm(cpu::CpuContext& ctx, const ModelConfig& c, const float* x, cons
   }
 }
 
+namespace {
+
+// Zeroes the small elements of x[n, cols] in the sparse chunks' rows and counts the weights they
+// skip (each element of a row multiplies `fan_out` weights). At threshold 0 nothing is zeroed,
+// but the weights still count: the share skipped is of all the layer's projection weights.
+void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t cols,
+                      float threshold, int64_t fan_out, const AttentionThresholds& th) {
+  for (const AttentionChunk& ch : chunks) {
+    if (!ch.sparse) continue;
+    const int64_t elements = ch.n * cols;
+    const int64_t kept =
+        threshold > 0.0f ? mask_below(x + ch.row0 * cols, elements, threshold) : elements;
+    if (th.stats) {
+      th.stats->count_inputs(th.layer, static_cast<uint64_t>(elements * fan_out),
+                             static_cast<uint64_t>((elements - kept) * fan_out));
+    }
+  }
+}
+
+}  // namespace
+
 void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                      const RopeTable& rope, const LayerWeights& l,
                      std::span<const AttentionChunk> chunks, const AttentionScratch& s,
-                     const float* a, int64_t n, float* out) {
+                     const float* a, int64_t n, float* out, const AttentionThresholds& th) {
   const cpu::Isa isa = ctx.isa();
   const int n_head = static_cast<int>(c.n_head), head_dim = static_cast<int>(c.head_dim);
   const int n_head_kv = static_cast<int>(c.n_head_kv);
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
+  if (th.qkv > 0.0f) {
+    std::copy_n(a, n * c.n_embd, s.masked);
+    mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
+    a = s.masked;
+  } else if (th.stats) {
+    mask_sparse_rows(chunks, nullptr, c.n_embd, 0.0f, q_dim + 2 * kv_dim, th);
+  }
   linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
   add_bias(isa, s.q, l.bq, n, q_dim);
   add_bias(isa, s.k, l.bk, n, kv_dim);
@@ -68,6 +96,7 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
     attention(ctx, attn, qc, ch.k_cache, ch.v_cache, ch.pos0, ch.n, s.att + ch.row0 * q_dim,
               s.workspace);
   }
+  if (th.wo > 0.0f || th.stats) mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
   linear(ctx, l.wo, s.att, n, out);
   add_bias(isa, out, l.bo, n, c.n_embd);
 }
@@ -75,9 +104,9 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
 void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                         const RopeTable& rope, const LayerWeights& l,
                         std::span<const AttentionChunk> chunks, const AttentionScratch& s,
-                        float* x, int64_t n) {
+                        float* x, int64_t n, const AttentionThresholds& th) {
   block_norm(ctx, c, x, l.attn_norm, l.attn_norm_b, n, s.xn);
-  attention_block(ctx, c, attn, rope, l, chunks, s, s.xn, n, s.out);
+  attention_block(ctx, c, attn, rope, l, chunks, s, s.xn, n, s.out, th);
   vec_add(ctx.isa(), x, s.out, n * c.n_embd);
 }
 

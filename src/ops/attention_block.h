@@ -15,6 +15,7 @@
 
 #include "backend/cpu/context.h"
 #include "core/weight_views.h"
+#include "hearth/session.h"
 #include "hearth/types.h"
 #include "ops/attention.h"
 #include "ops/rope.h"
@@ -41,6 +42,17 @@ struct AttentionChunk {
   int64_t pos0 = 0;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
+  bool sparse = false;  // its rows apply the AttentionThresholds given
+};
+
+// Threshold mode's input sparsity in one layer's attention: in the rows of the chunks marked
+// sparse, the elements of a projection's input at or below its threshold are zeroed first, so the
+// product skips the weights they multiply (0: none are).
+struct AttentionThresholds {
+  float qkv = 0.0f;  // q, k and v's input a
+  float wo = 0.0f;   // wo's input: the attention's output
+  int32_t layer = 0;
+  SparseStats* stats = nullptr;  // counts the weights skipped (SparseStats::count_inputs)
 };
 
 // Activation buffers for up to n_batch rows, each holding one thing.
@@ -52,6 +64,7 @@ struct AttentionScratch {
   float* att = nullptr;  // [n_batch, n_head * head_dim]  attention before wo
   float* out = nullptr;  // [n_batch, n_embd]            wo's output (attention_residual)
   void* workspace = nullptr;  // attention_workspace_bytes(attn, ctx.n_threads())
+  float* masked = nullptr;    // [n_batch, n_embd] a with its small elements zeroed (qkv > 0)
 };
 
 // out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),
@@ -59,12 +72,12 @@ struct AttentionScratch {
 void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                      const RopeTable& rope, const LayerWeights& l,
                      std::span<const AttentionChunk> chunks, const AttentionScratch& s,
-                     const float* a, int64_t n, float* out);
+                     const float* a, int64_t n, float* out, const AttentionThresholds& th = {});
 
 // x[n, n_embd] += attention_block(norm(x; attn_norm)): a sequential block's attention half.
 void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                         const RopeTable& rope, const LayerWeights& l,
                         std::span<const AttentionChunk> chunks, const AttentionScratch& s,
-                        float* x, int64_t n);
+                        float* x, int64_t n, const AttentionThresholds& th = {});
 
 }  // namespace hearth

@@ -69,6 +69,18 @@ int64_t select_at_least(cpu::Isa isa, const float* x, int64_t n, float threshold
   return k;
 }
 
+int64_t mask_below(float* v, int64_t n, float threshold) {
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(v[i]) > threshold) {
+      ++kept;
+    } else {
+      v[i] = 0.0f;
+    }
+  }
+  return kept;
+}
+
 int64_t argmax(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i) {

@@ -41,6 +41,10 @@ void softmax(cpu::Isa isa, float* x, int64_t n);
 // neurons from its predictor's scores.
 int64_t select_at_least(cpu::Isa isa, const float* x, int64_t n, float threshold, int32_t* idx);
 
+// Zeroes the elements of v[n] whose magnitude is at most the threshold (at 0: keeps exactly the
+// non-zero ones) and returns how many are left. The magnitude rules of the sparse modes.
+int64_t mask_below(float* v, int64_t n, float threshold);
+
 // Index of the largest element of x[n] (the first one on ties, like llama.cpp's greedy sampler);
 // NaNs are never chosen unless all elements are NaN (then 0). n >= 1.
 int64_t argmax(const float* x, int64_t n);

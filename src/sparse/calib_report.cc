@@ -74,6 +74,19 @@ std::string summary_table(const CalibReport& r, const std::vector<LayerStats>& s
   return out + "</tbody>\n</table>\n";
 }
 
+// Model-wide thresholds: the share of each projection input's elements allocated per layer.
+std::string input_table(const CalibReport& r) {
+  std::string out =
+      "<table>\n<thead><tr><th>layer</th><th>q/k/v input</th><th>wo input</th><th>gate/up "
+      "input</th><th>down input</th><th>weights skipped (held-out)</th></tr></thead>\n<tbody>\n";
+  for (size_t l = 0; l < r.layers.size(); ++l) {
+    out += "<tr><td>" + std::to_string(l) + "</td>";
+    for (const double share : r.layers[l].input_share) out += cell(share, 3);
+    out += cell(r.layers[l].true_sparsity, 3) + "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
+}
+
 // The mean of the finite values of one field over all layers (NaN when none is finite).
 double mean_of(const std::vector<CalibLayerReport>& layers,
                const std::function<double(size_t)>& field) {
@@ -202,6 +215,13 @@ std::string render_calib_report(const CalibReport& r) {
   out += any_predictor && r.kind == "predictors" ? "; recall below the target in red.</p>\n"
                                                  : ".</p>\n";
   out += summary_table(r, stats);
+  if (!r.layers.empty() && !r.layers.front().input_share.empty()) {
+    out +=
+        "<h2 id=\"inputs\">Input sparsity per layer</h2>\n<p class=\"note\">The share of each "
+        "projection input's elements skipped, as the search allocated it on the calibration "
+        "tokens, and the share of the layer's projection weights skipped on held-out tokens.</p>\n";
+    out += input_table(r);
+  }
   return out + "</main>\n</body>\n</html>\n";
 }
 

@@ -21,6 +21,10 @@ struct CalibLayerReport {
   int64_t predictor_rank = 0;  // 0: none
   double threshold = kNaN;     // the layer's predictor score threshold or magnitude threshold
   std::vector<float> loss;     // training loss per epoch (may be empty)
+  // Model-wide thresholds: the share of each input's elements allocated to be skipped (attn_in,
+  // attn_out, ffn_in, down_in); empty otherwise. true_sparsity is then the share of the layer's
+  // thresholded weights skipped on held-out tokens.
+  std::vector<double> input_share;
 };
 
 struct CalibReport {

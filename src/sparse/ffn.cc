@@ -1,6 +1,9 @@
 #include "sparse/ffn.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "ops/vec.h"
 #include "sparse/ffn_pipeline.h"
 
 namespace hearth::sparse {
@@ -55,7 +58,26 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   if (w.neurons && !small) {
     fail("FfnExecutor: a neuron subset needs batches of at most ", kMaxSparseBatch, " tokens");
   }
-  const NeuronRule& rule = small || mode_.masked_batches ? *rule_ : *dense_rule_;
+  const bool decides = small || mode_.masked_batches;
+  const NeuronRule& rule = decides ? *rule_ : *dense_rule_;
+  const int64_t neurons = n * (w.neurons ? w.n_neurons : shape_.n_ff);
+  const bool thresholds = decides && mode_.mode == SparseMode::Threshold;
+  if (thresholds) {
+    // Gate and up skip the columns of the zeroed elements (counted per element: its weights in
+    // every neuron's rows). At threshold 0 nothing is zeroed, but the weights still count.
+    const int64_t elements = n * shape_.n_embd;
+    int64_t kept = elements;
+    if (w.in_threshold > 0.0f) {
+      float* const masked = scratch_.input.data();
+      std::copy_n(xn, elements, masked);
+      kept = mask_below(masked, elements, w.in_threshold);
+      xn = masked;
+    }
+    const int64_t per_element = neurons / n * (w.gate && w.gate->present() ? 2 : 1);
+    stats.count_inputs(w.layer, static_cast<uint64_t>(elements * per_element),
+                       static_cast<uint64_t>((elements - kept) * per_element));
+  }
+  const uint64_t active_before = stats.neurons_active;
   const Selection sel = rule.decide(ctx, shape_, w, xn, p, n, scratch_, stats);
   const FfnGroup g{w, xn, p, n, out};
   // A subset is gathered even when every neuron fires: its rows are scattered over the matrices.
@@ -63,6 +85,12 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
     ffn_sparse(ctx, shape_, g, sel, scratch_, stats);
   } else {
     ffn_dense(ctx, shape_, mode_.observer, g, sel, scratch_, stats);
+  }
+  if (thresholds) {
+    // Each neuron skipped by the down threshold skips its n_embd weights of down.
+    const uint64_t active = stats.neurons_active - active_before;
+    stats.count_inputs(w.layer, static_cast<uint64_t>(neurons * shape_.n_embd),
+                       (static_cast<uint64_t>(neurons) - active) * shape_.n_embd);
   }
 }
 

@@ -8,7 +8,7 @@ namespace {
 
 // Floats of each buffer, in the order of the members.
 struct Sizes {
-  size_t gate, up, decided, score, hidden, file_order, observed, n_ff;
+  size_t gate, up, decided, score, hidden, file_order, observed, input, n_ff;
 };
 
 Sizes sizes(const FfnShape& s, const FfnMode& m) {
@@ -28,6 +28,7 @@ Sizes sizes(const FfnShape& s, const FfnMode& m) {
   // takes the dense down scatters its few rows here.
   z.file_order = (s.reordered || m.observer ? batch : decide_rows) * per_row;
   z.observed = m.observer ? batch * per_row : 0;
+  z.input = m.mode == SparseMode::Threshold ? decide_rows * static_cast<size_t>(s.n_embd) : 0;
   z.n_ff = per_row;
   return z;
 }
@@ -43,6 +44,7 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
   hidden.resize(z.hidden);
   file_order.resize(z.file_order);
   observed.resize(z.observed);
+  input.resize(z.input);
   idx.resize(z.n_ff);
   all.resize(z.n_ff);
   std::iota(all.begin(), all.end(), 0);
@@ -51,7 +53,8 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
 
 uint64_t FfnScratch::bytes(const FfnShape& shape, const FfnMode& mode) {
   const Sizes z = sizes(shape, mode);
-  const size_t floats = z.gate + z.up + z.decided + z.score + z.hidden + z.file_order + z.observed;
+  const size_t floats =
+      z.gate + z.up + z.decided + z.score + z.hidden + z.file_order + z.observed + z.input;
   return floats * sizeof(float) + z.n_ff * (2 * sizeof(int32_t) + sizeof(uint8_t));
 }
 

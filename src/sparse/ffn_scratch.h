@@ -27,6 +27,8 @@ struct FfnScratch {
   std::vector<float> hidden;      // [decide_rows, max_hidden] Predictor: relu(fc1 · p)
   std::vector<float> file_order;  // [n_batch, n_ff] activations in the file's neuron order
   std::vector<float> observed;    // [n_batch, n_ff] observer: act(gate) in the file's order
+  std::vector<float> input;       // [decide_rows, n_embd] Threshold: the input with its small
+                                  //                 elements zeroed
   std::vector<int32_t> idx;       // [n_ff] the selected neurons (union over tokens), ascending
   std::vector<int32_t> all;       // [n_ff] 0, 1, ..., n_ff - 1
   std::vector<uint8_t> keep;      // [n_ff]

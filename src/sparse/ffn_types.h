@@ -31,6 +31,9 @@ struct FfnWeights {
   // Threshold: of the active neurons, those with |act(gate) · up| <= down_threshold skip their
   // down row too (TEAL's rule for the down projection's input).
   float down_threshold = 0.0f;
+  // Threshold: the elements of the FFN's input whose magnitude is at or below this are zeroed
+  // before gate and up see it (TEAL's rule for their input; 0: none).
+  float in_threshold = 0.0f;
   // The neurons this executor may compute (ascending ids), when a device computes the others
   // (hybrid execution: these are the layer's cold neurons); nullptr: all n_ff. Only for runs of
   // at most kMaxSparseBatch tokens. The decisions per neuron are the mode's, as without a subset.

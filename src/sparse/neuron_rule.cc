@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "ops/linear.h"
 #include "ops/sparse_matmul.h"
+#include "ops/vec.h"
 #include "sparse/ffn_rows.h"
 
 namespace hearth::sparse {
@@ -111,18 +112,6 @@ class PredictorRule final : public NeuronRule {
 };
 
 }  // namespace
-
-int64_t mask_below(float* v, int64_t n, float threshold) {
-  int64_t kept = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(v[i]) > threshold) {
-      ++kept;
-    } else {
-      v[i] = 0.0f;
-    }
-  }
-  return kept;
-}
 
 std::unique_ptr<NeuronRule> make_neuron_rule(SparseMode mode, bool audit) {
   switch (mode) {

@@ -61,8 +61,4 @@ class NeuronRule {
 // how many the predictor caught.
 std::unique_ptr<NeuronRule> make_neuron_rule(SparseMode mode, bool audit);
 
-// Zeroes the values whose magnitude is at most the threshold (at 0: keeps exactly the non-zero
-// ones) and returns how many are left.
-int64_t mask_below(float* v, int64_t n, float threshold);
-
 }  // namespace hearth::sparse

@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -210,6 +213,28 @@ double cli_perplexity(const std::string& model, const std::string& text,
   const size_t at = r.out.rfind("\nPPL = ") + 1;
   if (at == 0 && r.out.rfind("PPL = ", 0) != 0) return std::nan("");
   return std::strtod(r.out.c_str() + at + 6, nullptr);
+}
+
+std::string random_words(size_t chars, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> letter('a', 'z'), len(1, 8);
+  std::string s;
+  while (s.size() < chars) {
+    for (int i = len(gen); i > 0; --i) s.push_back(static_cast<char>(letter(gen)));
+    s.push_back(' ');
+  }
+  return s;
+}
+
+std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model,
+                                   const SessionOptions& options,
+                                   const std::vector<int32_t>& tokens, size_t step) {
+  Session s(model, options);
+  std::span<const float> last;
+  for (size_t i = 0; i < tokens.size(); i += step) {
+    last = s.eval(std::span(tokens).subspan(i, std::min(step, tokens.size() - i)));
+  }
+  return {last.begin(), last.end()};
 }
 
 SynthOptions tiny_synth_options(DType type, FfnActivation act) {

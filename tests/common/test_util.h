@@ -62,6 +62,15 @@ double cli_perplexity(const std::string& model, const std::string& text,
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,
                                 const SessionOptions& options);
 
+// Deterministic ASCII "words" of about `chars` characters: a synthetic model's vocabulary is
+// byte-level, so any such text tokenizes.
+std::string random_words(size_t chars, uint32_t seed);
+
+// The logits after `tokens`, fed to a new session in steps of `step` tokens.
+std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model,
+                                   const SessionOptions& options,
+                                   const std::vector<int32_t>& tokens, size_t step);
+
 // A tiny synthetic model's shape (n_embd 64, 2 layers, n_ff 128, 4 heads, 2 KV heads, 300
 // tokens) in `type`: decode-loop tests change what they need and write it.
 SynthOptions tiny_synth_options(DType type, FfnActivation act = FfnActivation::Silu);

@@ -141,6 +141,20 @@ TEST(CalibReport, TableHasOneRowPerLayer) {
   EXPECT_NE(page.find("<td class=\"na\">none</td>"), std::string::npos);
 }
 
+TEST(CalibReport, ModelWideThresholdsGetTheirInputTable) {
+  const CalibReport r = synthetic_report("input thresholds", 2, 0.4, [](size_t l, CalibLayerReport& layer) {
+    layer.freq = power_law(64, 1.0, static_cast<uint32_t>(l));
+    layer.true_sparsity = 0.41;
+    layer.input_share = {0.25, 0.5, 0.35, 0.555};
+  });
+  const std::string page = render_calib_report(r);
+  EXPECT_NE(page.find("Input sparsity per layer"), std::string::npos);
+  EXPECT_EQ(count(page, "<tr><td>"), 2 * r.layers.size());  // the summary's rows and these
+  EXPECT_NE(page.find("<td>0.555</td>"), std::string::npos);
+  // Other kinds have no such table.
+  EXPECT_EQ(render_calib_report(predictor_report(2, 64)).find("Input sparsity"), std::string::npos);
+}
+
 TEST(CalibReport, TableShowsHottestCoverage) {
   CalibReport r;
   r.kind = "thresholds";

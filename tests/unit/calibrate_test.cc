@@ -36,17 +36,7 @@ SynthOptions tiny(FfnActivation act) {
   return o;
 }
 
-// Deterministic ASCII "words": the synthetic vocabulary is byte-level, so any text tokenizes.
-std::string words(size_t chars, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_int_distribution<int> letter('a', 'z'), len(1, 8);
-  std::string s;
-  while (s.size() < chars) {
-    for (int i = len(gen); i > 0; --i) s.push_back(static_cast<char>(letter(gen)));
-    s.push_back(' ');
-  }
-  return s;
-}
+std::string words(size_t chars, uint32_t seed) { return test::random_words(chars, seed); }
 
 std::string synth_model(FfnActivation act) {
   const std::string path = test::temp_dir() + "/model.gguf";
@@ -162,9 +152,10 @@ TEST(CalibrateSlow, ThresholdsReachTheRequestedSparsity) {
   const auto model = Model::load(path);
   calib::CalibrateOptions o = options();
   o.sparsity = 0.5;
+  o.kind = calib::CalibKind::Thresholds;
   const auto r = calib::calibrate(model, o);
   ASSERT_EQ(r.kind, calib::CalibKind::Thresholds);
-  ASSERT_EQ(r.gate_thresholds.size(), 2u);
+  ASSERT_EQ(r.thresholds.size(), 2u);
   for (const auto& l : r.report.layers) {
     EXPECT_NEAR(l.true_sparsity, 0.5, 0.05) << "held-out sparsity";
     EXPECT_GT(l.threshold, 0.0);
@@ -184,16 +175,7 @@ TEST(CalibrateSlow, ThresholdsReachTheRequestedSparsity) {
   EXPECT_NEAR(s.sparse_stats().sparsity(), 0.5, 0.1);
 }
 
-// The logits after `tokens`, fed in steps of `step` tokens.
-std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& m, const SessionOptions& o,
-                                   const std::vector<int32_t>& tokens, size_t step) {
-  Session s(m, o);
-  std::span<const float> last;
-  for (size_t i = 0; i < tokens.size(); i += step) {
-    last = s.eval(std::span(tokens).subspan(i, std::min(step, tokens.size() - i)));
-  }
-  return {last.begin(), last.end()};
-}
+using test::logits_in_steps;
 
 float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float d = 0;
@@ -207,6 +189,7 @@ TEST(CalibrateSlow, ThresholdDecodeMatchesMaskedPrompt) {
   const auto model = Model::load(synth_model(FfnActivation::Silu));
   calib::CalibrateOptions co = options();
   co.sparsity = 0.5;
+  co.kind = calib::CalibKind::Thresholds;
   const std::string out = test::temp_dir() + "/t.gguf";
   calib::write_calibrated_model(*model, calib::calibrate(model, co), out);
   const auto m = Model::load(out);
@@ -227,7 +210,7 @@ TEST(CalibrateSlow, ThresholdDecodeMatchesMaskedPrompt) {
     Session s(model, o);
     FAIL() << "threshold mode on a model without thresholds";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("hearth.gate_thresholds"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("hearth.*_thresholds"), std::string::npos);
   }
 }
 

@@ -1,0 +1,265 @@
+#include "calib/input_sparsity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+#include "eval/perplexity.h"
+#include "hearth/session.h"
+#include "sparse/activation_profile.h"
+
+namespace hearth::calib {
+namespace {
+
+// Models with at most this many thresholded weights get one group per layer by default; larger
+// ones one group in all, so that the search stays a few hundred evaluations.
+constexpr int64_t kPerLayerSearchWeights = 100'000'000;
+
+// Keeps a histogram of |x| per layer and input kind, from the products a dense session reports
+// by tensor name (blk.N.<name>.weight).
+class InputProfiler : public MatmulObserver {
+ public:
+  explicit InputProfiler(int64_t n_layer)
+      : hist_(static_cast<size_t>(n_layer) * kInputKinds) {}
+
+  void observe(const std::string& name, int64_t n, const float* x, int64_t cols) override {
+    int layer = -1, used = 0;
+    if (std::sscanf(name.c_str(), "blk.%d.%n", &layer, &used) != 1 || used == 0) return;
+    const std::string rest = name.substr(static_cast<size_t>(used));
+    int kind = -1;
+    if (rest == "attn_q.weight" || rest == "attn_qkv.weight") kind = kAttnIn;
+    if (rest == "attn_output.weight") kind = kAttnOut;
+    if (rest == "ffn_up.weight") kind = kFfnIn;  // gate's input is the same rows
+    if (rest == "ffn_down.weight") kind = kDownIn;
+    if (kind < 0 || layer < 0 || static_cast<size_t>(layer) * kInputKinds >= hist_.size()) return;
+    at(layer, kind).add(x, n * cols);
+  }
+
+  sparse::MagnitudeHistogram& at(int64_t layer, int kind) {
+    return hist_[static_cast<size_t>(layer) * kInputKinds + static_cast<size_t>(kind)];
+  }
+
+ private:
+  std::vector<sparse::MagnitudeHistogram> hist_;  // [n_layer, kInputKinds]
+};
+
+// The mean loss per token of held-out windows under given thresholds (all tokens sparsified, as
+// perplexity measures a mode), and what share of each layer's thresholded weights they skipped.
+class Evaluator {
+ public:
+  Evaluator(std::shared_ptr<const Model> model, std::span<const int32_t> tokens,
+            const InputSparsityOptions& o)
+      : model_(std::move(model)), tokens_(tokens), o_(o) {}
+
+  double loss(const std::vector<LayerThresholds>* thresholds,
+              std::vector<double>* achieved = nullptr) {
+    ++evaluations_;
+    SessionOptions so;
+    so.n_threads = o_.n_threads;
+    so.n_ctx = static_cast<int32_t>(o_.window + 1);
+    so.n_batch = so.n_ctx;
+    so.sparse = thresholds ? SparseMode::Threshold : SparseMode::Dense;
+    so.sparse_prompt = true;
+    if (thresholds) so.thresholds = *thresholds;
+    Session session(model_, so);
+    const auto n_vocab = static_cast<size_t>(model_->config().n_vocab);
+    const bool bos = model_->add_bos_default() && model_->bos() >= 0;
+    std::vector<float> logits(static_cast<size_t>(so.n_ctx) * n_vocab);
+    std::vector<int32_t> input;
+    double sum = 0;
+    int64_t count = 0;
+    for (size_t i = 0; i < tokens_.size(); i += static_cast<size_t>(o_.window)) {
+      const size_t n = std::min(tokens_.size() - i, static_cast<size_t>(o_.window));
+      input.clear();
+      if (bos) input.push_back(model_->bos());
+      input.insert(input.end(), tokens_.begin() + static_cast<ptrdiff_t>(i),
+                   tokens_.begin() + static_cast<ptrdiff_t>(i + n));
+      session.reset();
+      session.eval_all(input, logits);
+      for (size_t t = 0; t + 1 < input.size(); ++t) {
+        sum -= eval::log_prob({logits.data() + t * n_vocab, n_vocab}, input[t + 1]);
+        ++count;
+      }
+    }
+    if (achieved) {
+      achieved->clear();
+      for (int64_t l = 0; l < model_->config().n_layer; ++l) {
+        achieved->push_back(session.sparse_stats().input_sparsity(static_cast<int32_t>(l)));
+      }
+    }
+    return count ? sum / static_cast<double>(count) : 0.0;
+  }
+
+  int64_t evaluations() const { return evaluations_; }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::span<const int32_t> tokens_;
+  const InputSparsityOptions& o_;
+  int64_t evaluations_ = 0;
+};
+
+void check_options(const InputSparsityOptions& o, int64_t n_layer) {
+  if (!(o.sparsity > 0 && o.sparsity < 1)) {
+    fail("--sparsity must be between 0 and 1 (got ", o.sparsity, ")");
+  }
+  if (!(o.max_share > 0 && o.max_share < 1) || o.sparsity > o.max_share) {
+    fail("--sparsity ", o.sparsity, " is more than any input may skip (", o.max_share, ")");
+  }
+  if (!(o.step > 0 && o.step <= o.max_share)) fail("the greedy step must be in (0, max share]");
+  if (o.layer_groups < 0 || o.layer_groups > n_layer) {
+    fail("--layer-groups must be between 1 and the model's ", n_layer, " layers (0: auto)");
+  }
+}
+
+// The search over one group of layers [first, last): raises the group's shares until its
+// weighted share of skipped weights reaches the target.
+class GroupSearch {
+ public:
+  GroupSearch(InputProfiler& profile, Evaluator& eval, const InputShape& shape,
+              const InputSparsityOptions& o, InputAllocation& a)
+      : profile_(profile), eval_(eval), shape_(shape), o_(o), a_(a) {}
+
+  double run(int64_t first, int64_t last, double loss) {
+    std::array<double, kInputKinds> share{};
+    double skipped = 0;  // weights per token, per layer of the group
+    const double target = o_.sparsity * static_cast<double>(shape_.total_weights());
+    while (skipped < target * (1 - 1e-9)) {
+      int best = -1;
+      double best_cost = 0, best_loss = 0, best_step = 0;
+      for (int k = 0; k < kInputKinds; ++k) {
+        const auto w = static_cast<double>(shape_.weights(k));
+        const double step = std::min({o_.step, o_.max_share - share[k], (target - skipped) / w});
+        if (step <= 1e-12) continue;
+        std::vector<LayerThresholds> candidate = a_.thresholds;
+        set_group(candidate, first, last, k, share[k] + step);
+        const double l = eval_.loss(&candidate);
+        const double cost = (l - loss) / (step * w);
+        if (best < 0 || cost < best_cost) {
+          best = k, best_cost = cost, best_loss = l, best_step = step;
+        }
+      }
+      if (best < 0) fail("the inputs cannot skip ", o_.sparsity, " of the weights");
+      share[best] += best_step;
+      skipped += best_step * static_cast<double>(shape_.weights(best));
+      set_group(a_.thresholds, first, last, best, share[best]);
+      loss = best_loss;
+      say(first, last, share, loss);
+    }
+    for (int64_t l = first; l < last; ++l) a_.shares[static_cast<size_t>(l)] = share;
+    return loss;
+  }
+
+ private:
+  void set_group(std::vector<LayerThresholds>& t, int64_t first, int64_t last, int kind,
+                 double share) {
+    for (int64_t l = first; l < last; ++l) {
+      threshold_of(t[static_cast<size_t>(l)], kind) = profile_.at(l, kind).quantile(share);
+    }
+  }
+
+  void say(int64_t first, int64_t last, const std::array<double, kInputKinds>& share,
+           double loss) const {
+    if (!o_.log) return;
+    std::string line = last - first == 1 ? str_cat("layer ", first) : str_cat("layers ", first, "-", last - 1);
+    for (int k = 0; k < kInputKinds; ++k) line += str_cat(" ", input_kind_name(k), " ", share[k]);
+    o_.log(str_cat(line, ": held-out loss ", loss));
+  }
+
+  InputProfiler& profile_;
+  Evaluator& eval_;
+  const InputShape& shape_;
+  const InputSparsityOptions& o_;
+  InputAllocation& a_;
+};
+
+}  // namespace
+
+const char* input_kind_name(int kind) {
+  static constexpr const char* kNames[kInputKinds] = {"attn_in", "attn_out", "ffn_in", "down_in"};
+  return kind >= 0 && kind < kInputKinds ? kNames[kind] : "?";
+}
+
+float& threshold_of(LayerThresholds& t, int kind) {
+  switch (kind) {
+    case kAttnIn: return t.attn_in;
+    case kAttnOut: return t.attn_out;
+    case kFfnIn: return t.ffn_in;
+    default: return t.down;
+  }
+}
+
+int64_t InputShape::total_weights() const {
+  int64_t total = 0;
+  for (int k = 0; k < kInputKinds; ++k) total += weights(k);
+  return total;
+}
+
+InputShape input_shape(const ModelConfig& c) {
+  const int64_t q_dim = c.n_head * c.head_dim;
+  InputShape s;
+  s.elements = {c.n_embd, q_dim, c.n_embd, c.n_ff};
+  s.fan_out = {q_dim + 2 * c.n_embd_kv(), c.n_embd, c.n_ff * (c.ffn_gated ? 2 : 1), c.n_embd};
+  return s;
+}
+
+InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& model,
+                                        std::span<const int32_t> train,
+                                        std::span<const int32_t> heldout,
+                                        const InputSparsityOptions& o) {
+  const ModelConfig& c = model->config();
+  check_options(o, c.n_layer);
+  const InputShape shape = input_shape(c);
+
+  InputProfiler profile(c.n_layer);
+  {
+    SessionOptions so;
+    so.n_threads = o.n_threads;
+    so.sparse = SparseMode::Dense;
+    so.matmul_observer = &profile;
+    so.n_ctx = static_cast<int32_t>(o.window + 1);
+    so.n_batch = so.n_ctx;
+    Session session(model, so);
+    const bool bos = model->add_bos_default() && model->bos() >= 0;
+    std::vector<int32_t> input;
+    for (size_t i = 0; i < train.size(); i += static_cast<size_t>(o.window)) {
+      const size_t n = std::min(train.size() - i, static_cast<size_t>(o.window));
+      input.assign(bos ? 1 : 0, model->bos());
+      input.insert(input.end(), train.begin() + static_cast<ptrdiff_t>(i),
+                   train.begin() + static_cast<ptrdiff_t>(i + n));
+      session.reset();
+      session.eval(input);
+    }
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    for (int k = 0; k < kInputKinds; ++k) {
+      if (profile.at(l, k).count() == 0) {
+        fail(model->path(), ": layer ", l, "'s ", input_kind_name(k),
+             " product was never seen; model-wide thresholds need the row-major matrices "
+             "(attn_q or attn_qkv, attn_output, ffn_up, ffn_down)");
+      }
+    }
+  }
+
+  InputAllocation a;
+  a.thresholds.assign(static_cast<size_t>(c.n_layer), LayerThresholds{});
+  a.shares.assign(static_cast<size_t>(c.n_layer), {});
+  a.layer_groups = o.layer_groups > 0 ? o.layer_groups
+                   : shape.total_weights() * c.n_layer <= kPerLayerSearchWeights ? c.n_layer
+                                                                                 : 1;
+  Evaluator eval(model, heldout, o);
+  a.dense_nll = eval.loss(nullptr);
+  double loss = a.dense_nll;
+  GroupSearch search(profile, eval, shape, o, a);
+  for (int64_t g = 0; g < a.layer_groups; ++g) {
+    const int64_t first = c.n_layer * g / a.layer_groups;
+    const int64_t last = c.n_layer * (g + 1) / a.layer_groups;
+    loss = search.run(first, last, loss);
+  }
+  a.sparse_nll = eval.loss(&a.thresholds, &a.achieved);
+  a.evaluations = eval.evaluations();
+  return a;
+}
+
+}  // namespace hearth::calib

@@ -1,0 +1,175 @@
+// Model-wide input sparsity (SparseMode::Threshold with thresholds on every projection's input):
+// the masks act where they should, decode steps and masked prompts compute the same function,
+// thread counts give the same bits, and `calibrate --sparsity` reaches its target per layer, writes
+// keys that --sparse auto picks up, and refuses what it cannot do. On a small synthetic SwiGLU
+// model made here, so no ../shared is needed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "calib/calibrate.h"
+#include "calib/input_sparsity.h"
+#include "common/test_util.h"
+#include "core/error.h"
+#include "hearth/model.h"
+#include "hearth/session.h"
+#include "model/synth.h"
+
+namespace hearth {
+namespace {
+
+std::string swiglu_model() {
+  SynthOptions o = test::tiny_synth_options(DType::F32);
+  o.n_layer = 3;
+  o.n_ff = 160;
+  o.n_ctx = 256;
+  const std::string path = test::temp_dir() + "/swiglu.gguf";
+  write_synthetic_model(o, path);
+  return path;
+}
+
+std::string text(size_t chars, uint32_t seed) { return test::random_words(chars, seed); }
+
+using test::logits_in_steps;
+
+SessionOptions with_thresholds(int64_t n_layer, const LayerThresholds& t) {
+  SessionOptions o;
+  o.n_threads = 2;
+  o.sparse = SparseMode::Threshold;
+  o.sparse_prompt = true;
+  o.thresholds.assign(static_cast<size_t>(n_layer), t);
+  return o;
+}
+
+TEST(InputSparsity, EachInputsMaskReachesItsProduct) {
+  // Zeroing q/k/v's whole input leaves V zero, so attention adds nothing: the same as zeroing wo's
+  // input. Zeroing gate/up's input leaves every activation zero: the same as zeroing down's. Each
+  // pair gives the same bits, and differs from the model without masks.
+  const auto m = Model::load(swiglu_model());
+  const std::vector<int32_t> tokens = m->tokenize(text(120, 3), false);
+  const float all = std::numeric_limits<float>::max();
+  const auto run = [&](LayerThresholds t, size_t step) {
+    return logits_in_steps(m, with_thresholds(m->config().n_layer, t), tokens, step);
+  };
+  for (const size_t step : {size_t{1}, tokens.size()}) {
+    const auto attn_in = run({.attn_in = all}, step);
+    const auto attn_out = run({.attn_out = all}, step);
+    const auto ffn_in = run({.ffn_in = all}, step);
+    const auto down = run({.down = all}, step);
+    EXPECT_EQ(attn_in, attn_out) << "step " << step;
+    EXPECT_EQ(ffn_in, down) << "step " << step;
+    EXPECT_NE(attn_in, ffn_in);
+    SessionOptions dense;
+    dense.n_threads = 2;
+    dense.sparse = SparseMode::Dense;
+    EXPECT_NE(attn_in, logits_in_steps(m, dense, tokens, step));
+  }
+}
+
+TEST(InputSparsity, CountsTheWeightsSkipped) {
+  const auto m = Model::load(swiglu_model());
+  const ModelConfig& c = m->config();
+  const std::vector<int32_t> tokens = m->tokenize(text(200, 4), false);
+  const float all = std::numeric_limits<float>::max();
+  // Everything skipped, then one input only: its share of the layer's thresholded weights.
+  Session every(m, with_thresholds(c.n_layer, {.attn_in = all, .attn_out = all, .ffn_in = all,
+                                               .down = all}));
+  every.eval(tokens);
+  EXPECT_DOUBLE_EQ(every.sparse_stats().input_sparsity(), 1.0);
+  const calib::InputShape shape = calib::input_shape(c);
+  Session one(m, with_thresholds(c.n_layer, {.attn_out = all}));
+  one.eval(tokens);
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    EXPECT_NEAR(one.sparse_stats().input_sparsity(l),
+                static_cast<double>(shape.weights(calib::kAttnOut)) /
+                    static_cast<double>(shape.total_weights()),
+                1e-12);
+  }
+  // Prompts run dense unless asked: then only the decode steps count.
+  SessionOptions decode_only = with_thresholds(c.n_layer, {.attn_out = all});
+  decode_only.sparse_prompt = false;
+  Session d(m, decode_only);
+  d.eval(tokens);
+  EXPECT_EQ(d.sparse_stats().input_sparsity(), 0.0);
+  d.eval(std::span(tokens).first(1));
+  EXPECT_GT(d.sparse_stats().input_sparsity(), 0.0);
+}
+
+calib::CalibrateOptions calibration(double sparsity) {
+  calib::CalibrateOptions o;
+  o.text = text(8000, 1);
+  o.heldout_text = text(3000, 2);
+  o.window = 96;
+  o.n_threads = 2;
+  o.sparsity = sparsity;
+  o.search_tokens = 384;
+  return o;
+}
+
+TEST(InputSparsitySlow, CalibrationReachesTheTargetPerLayer) {
+  const auto model = Model::load(swiglu_model());
+  const auto r = calib::calibrate(model, calibration(0.4));
+  ASSERT_EQ(r.kind, calib::CalibKind::InputThresholds);
+  ASSERT_EQ(r.thresholds.size(), 3u);
+  const calib::InputShape shape = calib::input_shape(model->config());
+  for (const auto& l : r.report.layers) {
+    ASSERT_EQ(l.input_share.size(), 4u);
+    double skipped = 0;
+    for (int k = 0; k < calib::kInputKinds; ++k) {
+      EXPECT_GE(l.input_share[k], 0.0);
+      EXPECT_LE(l.input_share[k], 0.95 + 1e-9);
+      skipped += l.input_share[k] * static_cast<double>(shape.weights(k));
+    }
+    EXPECT_NEAR(skipped / static_cast<double>(shape.total_weights()), 0.4, 1e-6) << "allocated";
+    EXPECT_NEAR(l.true_sparsity, 0.4, 0.05) << "achieved on held-out tokens";
+  }
+
+  // The file carries the thresholds; --sparse auto runs them, and decode steps compute what a
+  // masked prompt does, with the same bits at any thread count.
+  const std::string out = test::temp_dir() + "/model-wide.gguf";
+  calib::write_calibrated_model(*model, r, out);
+  const auto cal = Model::load(out);
+  ASSERT_TRUE(cal->has_thresholds());
+  EXPECT_EQ(cal->config().thresholds[1].attn_in, r.thresholds[1].attn_in);
+  EXPECT_EQ(cal->config().thresholds[1].gate, 0.0f);
+  const auto shares = calib::read_calib_report(*cal).layers[2].input_share;
+  ASSERT_EQ(shares.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) EXPECT_NEAR(shares[k], r.report.layers[2].input_share[k], 1e-6);
+  SessionOptions o;
+  o.n_threads = 2;
+  o.sparse_prompt = true;
+  Session auto_mode(cal, o);
+  EXPECT_EQ(auto_mode.sparse_mode(), SparseMode::Threshold);
+  const std::vector<int32_t> tokens = cal->tokenize(text(150, 9), false);
+  const auto steps = logits_in_steps(cal, o, tokens, 1);
+  float diff = 0;
+  const auto batch = logits_in_steps(cal, o, tokens, tokens.size());
+  for (size_t i = 0; i < steps.size(); ++i) diff = std::max(diff, std::fabs(steps[i] - batch[i]));
+  EXPECT_LT(diff, 2e-3f);
+  o.n_threads = 1;
+  EXPECT_EQ(logits_in_steps(cal, o, tokens, 1), steps);
+}
+
+TEST(InputSparsity, BadOptionsAreRefused) {
+  const auto model = Model::load(swiglu_model());
+  auto o = calibration(0.4);
+  o.layer_groups = 4;  // more than the 3 layers
+  EXPECT_THROW(calib::calibrate(model, o), Error);
+  o = calibration(0.97);  // more than any input may skip
+  EXPECT_THROW(calib::calibrate(model, o), Error);
+  o = calibration(0.4);
+  o.search_tokens = 10;
+  EXPECT_THROW(calib::calibrate(model, o), Error);
+  // Thresholds for another number of layers.
+  SessionOptions so;
+  so.sparse = SparseMode::Threshold;
+  so.thresholds.resize(2);
+  EXPECT_THROW(Session(model, so), Error);
+}
+
+}  // namespace
+}  // namespace hearth
