@@ -89,29 +89,7 @@ Tokenizer::Tokenizer(TokenizerData data)
     fail(src, ": tokenizer.ggml.token_type has ", data.types.size(), " entries for ", n, " tokens");
   }
 
-  vocab_.text = std::move(data.tokens);
-  vocab_.score = data.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(data.scores);
-  vocab_.type =
-      data.types.empty() ? std::vector<TokenType>(n, TokenType::Normal) : std::move(data.types);
-  vocab_.index.reserve(n);
-  for (int32_t id = 0; id < n_tokens; ++id) {
-    const std::string& text = vocab_.text[id];
-    if (std::isnan(vocab_.score[id])) fail(src, ": tokenizer.ggml.scores[", id, "] is NaN");
-    const auto type = static_cast<int32_t>(vocab_.type[id]);
-    if (type < 0 || type > kMaxTokenType) {
-      fail(src, ": tokenizer.ggml.token_type[", id, "] is ", type, " (expected 0..", kMaxTokenType,
-           ")");
-    }
-    if (vocab_.type[id] == TokenType::Byte && parse_byte_token(text) < 0) {
-      fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' has type byte but is not <0xXX>");
-    }
-    if (text.empty()) continue;  // nothing can match it; llama.cpp renames such tokens
-    vocab_.max_text_len = std::max(vocab_.max_text_len, text.size());
-    const auto [it, inserted] = vocab_.index.emplace(text, id);
-    if (!inserted) {
-      fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' repeats token ", it->second);
-    }
-  }
+  build_vocab(data);
 
   check_special_id(src, "tokenizer.ggml.bos_token_id", data.bos_id, n_tokens);
   check_special_id(src, "tokenizer.ggml.eos_token_id", data.eos_id, n_tokens);
@@ -129,22 +107,7 @@ Tokenizer::Tokenizer(TokenizerData data)
   // llama.cpp's BPE encoder never adds a prefix space, whatever the key says; decode follows suit.
   add_space_prefix_ = spm && data.add_space_prefix.value_or(true);
 
-  eog_.assign(n, false);
-  for (const std::string_view text : kEndOfGenerationTexts) {
-    const int32_t id = vocab_.find(text);
-    if (id < 0) continue;
-    eog_[id] = true;
-    vocab_.type[id] = TokenType::Control;
-  }
-  if (eot_id_ < 0) {
-    for (const std::string_view text : kEndOfTurnTexts) {
-      eot_id_ = vocab_.find(text);
-      if (eot_id_ >= 0) break;
-    }
-  }
-  for (const int32_t id : {eos_id_, eot_id_, data.eom_id}) {
-    if (id >= 0) eog_[id] = true;
-  }
+  mark_end_of_generation(data.eom_id);
 
   pieces_.reserve(n);
   for (int32_t id = 0; id < n_tokens; ++id) {
@@ -159,6 +122,59 @@ Tokenizer::Tokenizer(TokenizerData data)
                                         data.pre.empty() ? "default" : data.pre, source_);
     // Some pre-tokenizer names (Llama 3's among them) add BOS unless the file says otherwise.
     if (!data.add_bos) add_bos_ = bpe_->pre_tokenizer().add_bos();
+  }
+}
+
+// Takes the token texts, scores and types out of `data` (their sizes already checked) and indexes
+// the texts, refusing repeated texts, NaN scores, unknown types and malformed byte tokens.
+void Tokenizer::build_vocab(TokenizerData& data) {
+  const std::string& src = source_;
+  const size_t n = data.tokens.size();
+  vocab_.text = std::move(data.tokens);
+  vocab_.score = data.scores.empty() ? std::vector<float>(n, 0.0f) : std::move(data.scores);
+  vocab_.type =
+      data.types.empty() ? std::vector<TokenType>(n, TokenType::Normal) : std::move(data.types);
+  vocab_.index.reserve(n);
+  for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
+    const std::string& text = vocab_.text[id];
+    if (std::isnan(vocab_.score[id])) fail(src, ": tokenizer.ggml.scores[", id, "] is NaN");
+    const auto type = static_cast<int32_t>(vocab_.type[id]);
+    if (type < 0 || type > kMaxTokenType) {
+      fail(src, ": tokenizer.ggml.token_type[", id, "] is ", type, " (expected 0..", kMaxTokenType,
+           ")");
+    }
+    if (vocab_.type[id] == TokenType::Byte && parse_byte_token(text) < 0) {
+      fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' has type byte but is not <0xXX>");
+    }
+    if (text.empty()) continue;  // nothing can match it; llama.cpp renames such tokens
+    vocab_.max_text_len = std::max(vocab_.max_text_len, text.size());
+    const auto [it, inserted] = vocab_.index.emplace(text, id);
+    if (!inserted) {
+      fail(src, ": tokenizer.ggml.tokens[", id, "] '", text, "' repeats token ", it->second);
+    }
+  }
+}
+
+// End-of-generation tokens: EOS, EOT and EOM from the file, plus the known end-of-turn texts
+// (kEndOfGenerationTexts, which also become control tokens); the EOT id falls back to the first
+// of kEndOfTurnTexts the vocabulary has.
+void Tokenizer::mark_end_of_generation(int32_t eom_id) {
+  const size_t n = vocab_.text.size();
+  eog_.assign(n, false);
+  for (const std::string_view text : kEndOfGenerationTexts) {
+    const int32_t id = vocab_.find(text);
+    if (id < 0) continue;
+    eog_[id] = true;
+    vocab_.type[id] = TokenType::Control;
+  }
+  if (eot_id_ < 0) {
+    for (const std::string_view text : kEndOfTurnTexts) {
+      eot_id_ = vocab_.find(text);
+      if (eot_id_ >= 0) break;
+    }
+  }
+  for (const int32_t id : {eos_id_, eot_id_, eom_id}) {
+    if (id >= 0) eog_[id] = true;
   }
 }
 

@@ -106,6 +106,8 @@ class Tokenizer {
 
  private:
   void check_id(int32_t id) const;
+  void build_vocab(TokenizerData& data);
+  void mark_end_of_generation(int32_t eom_id);
   void encode_spm(const std::vector<Fragment>& fragments, std::vector<int32_t>& out) const;
 
   std::string source_;
