@@ -64,6 +64,14 @@ struct LayerWeights {
   bool has_predictor() const { return fc1.present() && fc2.present(); }
 };
 
+// Input-major copies of one layer's projections (row j = input j's weights in every output, as
+// ffn_down_t is for down), which model-wide input thresholds read only for the inputs that pass:
+// [n_embd, q_dim] wq_t, [n_embd, kv_dim] wk_t and wv_t, [q_dim, n_embd] wo_t, [n_embd, n_ff]
+// gate_t and up_t. A matrix without a copy stays not present (its products stay dense).
+struct InputMajorLayer {
+  Matrix wq_t, wk_t, wv_t, wo_t, gate_t, up_t;
+};
+
 struct Weights {
   Matrix token_embd;                  // [n_vocab, n_embd]
   Matrix pos_embd;                    // [n_pos, n_embd]  learned positions, else absent

@@ -35,6 +35,8 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
       row_pos[static_cast<size_t>(n)] = pos0 + t;
     }
   }
+  // Every attention and output weight, less what input-sparse products skip (attention_block).
+  stats.weight_bytes += non_ffn_bytes;
   if (config.block.learned_positions) add_positions(n);
   ffn.set_chunks({chunk_rows.data(), n_chunks});
   for (size_t il = 0; il < model.weights.layers.size(); ++il) {
@@ -49,7 +51,6 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
     n_past[static_cast<size_t>(c.seq)] += static_cast<int32_t>(c.n);
   }
   stats.tokens += static_cast<uint64_t>(n);
-  stats.weight_bytes += non_ffn_bytes;
 }
 
 void Session::Impl::add_positions(int64_t n) {
@@ -89,7 +90,7 @@ void Session::Impl::parallel_layer(size_t il, int64_t n) {
   }
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
   attention_block(ctx, config, attn, rope, l, layer_chunks(il), attn_scratch, a, n,
-                  attn_out.f32(), attention_thresholds(il));
+                  attn_out.f32(), attention_thresholds(il, n));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
   float* const ao = attn_out.f32();
@@ -112,10 +113,13 @@ std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {
   return {attn_chunks.data(), n_chunks};
 }
 
-AttentionThresholds Session::Impl::attention_thresholds(size_t il) {
+AttentionThresholds Session::Impl::attention_thresholds(size_t il, int64_t n) {
   if (thresholds.empty()) return {};
-  return AttentionThresholds{thresholds[il].attn_in, thresholds[il].attn_out,
-                             static_cast<int32_t>(il), &stats};
+  AttentionThresholds th{thresholds[il].attn_in, thresholds[il].attn_out,
+                         static_cast<int32_t>(il), &stats};
+  // A decode step (every chunk decided sparsely) reads the input-major copies.
+  if (input_major && n <= sparse::kMaxSparseBatch) th.input_major = &input_major->layers[il];
+  return th;
 }
 
 // logits = output · norm(x): of every row into out when all_rows, else of each chunk's last row.

@@ -67,9 +67,19 @@ struct Model::Impl {
     return neuron_major_;
   }
 
+  // Input-major copies of the float projections, made on first use by a session with model-wide
+  // input thresholds; thread-safe, then immutable.
+  const sparse::InputMajor& input_major() const {
+    std::call_once(input_major_once_,
+                   [this] { input_major_ = sparse::make_input_major(weights.layers); });
+    return input_major_;
+  }
+
  private:
   mutable std::once_flag neuron_major_once_;
   mutable sparse::NeuronMajorDown neuron_major_;
+  mutable std::once_flag input_major_once_;
+  mutable sparse::InputMajor input_major_;
 };
 
 // Places part of the model on the device options name (model_device.cc); nothing for "none".

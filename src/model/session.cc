@@ -79,6 +79,14 @@ SparseMode resolve_sparse_mode(const SessionOptions& o, const Model& m) {
   return requested;
 }
 
+// Whether thresholds skip inputs of the attention or of gate/up (model-wide files), whose
+// products then read input-major copies in decode steps.
+bool model_wide(const std::vector<LayerThresholds>& thresholds) {
+  return std::any_of(thresholds.begin(), thresholds.end(), [](const LayerThresholds& t) {
+    return t.attn_in > 0 || t.attn_out > 0 || t.ffn_in > 0;
+  });
+}
+
 sparse::FfnShape session_ffn_shape(const Model::Impl& m, int32_t n_batch) {
   int64_t max_hidden = 0;
   for (const LayerWeights& l : m.weights.layers) max_hidden = std::max(max_hidden, l.fc1.rows);
@@ -144,8 +152,15 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   if (sparse_mode == SparseMode::Threshold) masked = AlignedBuffer(b * c.n_embd);
+  if (model_wide(thresholds)) {
+    input_major = &model.input_major();
+    const size_t widest = std::max(static_cast<size_t>(c.n_embd), q_dim);
+    input_idx = AlignedBuffer(widest * sizeof(int32_t));
+    input_values = AlignedBuffer(widest * sizeof(float) * sparse::kMaxSparseBatch);
+  }
   attn_scratch = AttentionScratch{xn.f32(),  q.f32(),        k.f32(),        v.f32(),
-                                  att.f32(), attn_out.f32(), attn_ws.data(), masked.f32()};
+                                  att.f32(), attn_out.f32(), attn_ws.data(), masked.f32(),
+                                  static_cast<int32_t*>(input_idx.data()), input_values.f32()};
   attn_chunks.resize(static_cast<size_t>(n_seq));
   logits.resize(static_cast<size_t>(c.n_vocab));
   bind_ffn(o.sparse_threshold);
@@ -178,6 +193,10 @@ void Session::Impl::bind_ffn(float threshold_override) {
     if (sparse_mode == SparseMode::Threshold) {
       f.down_threshold = thresholds[il].down;
       f.in_threshold = thresholds[il].ffn_in;
+    }
+    if (input_major) {
+      f.gate_t = &input_major->layers[il].gate_t;
+      f.up_t = &input_major->layers[il].up_t;
     }
     if (sparse_mode != SparseMode::Dense && !l.ffn_down_t.present()) {
       if (!made) made = &model.neuron_major_down();

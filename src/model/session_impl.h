@@ -69,6 +69,10 @@ struct Session::Impl {
   AlignedBuffer ffn_out;   // [n_batch, n_embd] the FFN half's output
   AlignedBuffer attn_ws;
   AlignedBuffer masked;    // [n_batch, n_embd] Threshold mode: attention input, small ones zeroed
+  // Model-wide thresholds over input-major copies: a decode step's non-zero inputs.
+  const sparse::InputMajor* input_major = nullptr;
+  AlignedBuffer input_idx;     // [max(n_embd, q_dim)] int32
+  AlignedBuffer input_values;  // [kMaxSparseBatch, max(n_embd, q_dim)]
   AttentionScratch attn_scratch;  // views of the buffers above
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
   // Hybrid execution: this session's part on the model's device, and per layer the host's FFN
@@ -93,8 +97,8 @@ struct Session::Impl {
   // attn_chunks = the pass's chunks with layer il's caches, those that the mode's input
   // thresholds apply to marked sparse.
   std::span<const AttentionChunk> layer_chunks(size_t il);
-  // Layer il's attention input thresholds (none outside Threshold mode).
-  AttentionThresholds attention_thresholds(size_t il);
+  // Layer il's attention input thresholds for a pass of n rows (none outside Threshold mode).
+  AttentionThresholds attention_thresholds(size_t il, int64_t n);
   // The final norm and output projection, from the residual stream the layers leave in x.
   void output_head(int64_t n, float* out, bool all_rows);
   void check_seq(int32_t seq) const;

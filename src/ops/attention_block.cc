@@ -4,6 +4,7 @@
 
 #include "ops/linear.h"
 #include "ops/norm.h"
+#include "ops/sparse_matmul.h"
 #include "ops/vec.h"
 
 namespace hearth {
@@ -62,6 +63,17 @@ void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t 
   }
 }
 
+// y[n, m_t.cols] = x[n, cols] · m^T through the input-major copy m_t, reading only the rows of
+// the inputs compacted into s.idx / s.compact (k of them); the bytes not read come off the
+// pass's count.
+void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m_t, const AttentionScratch& s,
+                          int64_t k, int64_t n, float* y, const AttentionThresholds& th) {
+  sparse_axpy(ctx, m_t.type, m_t.data, m_t.rows, m_t.cols, s.idx, k, s.compact, n, y);
+  if (th.stats) {
+    th.stats->weight_bytes -= static_cast<uint64_t>(m_t.rows - k) * row_bytes(m_t.type, m_t.cols);
+  }
+}
+
 }  // namespace
 
 void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
@@ -79,7 +91,15 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   } else if (th.stats) {
     mask_sparse_rows(chunks, nullptr, c.n_embd, 0.0f, q_dim + 2 * kv_dim, th);
   }
-  linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
+  const InputMajorLayer* im = th.input_major;
+  if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present()) {
+    const int64_t k = compact_columns(a, n, c.n_embd, s.idx, s.compact);
+    input_sparse_product(ctx, im->wq_t, s, k, n, s.q, th);
+    input_sparse_product(ctx, im->wk_t, s, k, n, s.k, th);
+    input_sparse_product(ctx, im->wv_t, s, k, n, s.v, th);
+  } else {
+    linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
+  }
   add_bias(isa, s.q, l.bq, n, q_dim);
   add_bias(isa, s.k, l.bk, n, kv_dim);
   add_bias(isa, s.v, l.bv, n, kv_dim);
@@ -97,7 +117,12 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
               s.workspace);
   }
   if (th.wo > 0.0f || th.stats) mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
-  linear(ctx, l.wo, s.att, n, out);
+  if (im && th.wo > 0.0f && im->wo_t.present()) {
+    const int64_t k = compact_columns(s.att, n, q_dim, s.idx, s.compact);
+    input_sparse_product(ctx, im->wo_t, s, k, n, out, th);
+  } else {
+    linear(ctx, l.wo, s.att, n, out);
+  }
   add_bias(isa, out, l.bo, n, c.n_embd);
 }
 

@@ -53,6 +53,10 @@ struct AttentionThresholds {
   float wo = 0.0f;   // wo's input: the attention's output
   int32_t layer = 0;
   SparseStats* stats = nullptr;  // counts the weights skipped (SparseStats::count_inputs)
+  // A decode step's rows (every chunk sparse, few rows): the products whose input has a threshold
+  // read only the rows of the layer's input-major copies whose input element is not zero, where
+  // it has them; else the zeroed inputs go through the dense products.
+  const InputMajorLayer* input_major = nullptr;
 };
 
 // Activation buffers for up to n_batch rows, each holding one thing.
@@ -65,6 +69,8 @@ struct AttentionScratch {
   float* out = nullptr;  // [n_batch, n_embd]            wo's output (attention_residual)
   void* workspace = nullptr;  // attention_workspace_bytes(attn, ctx.n_threads())
   float* masked = nullptr;    // [n_batch, n_embd] a with its small elements zeroed (qkv > 0)
+  int32_t* idx = nullptr;     // [max(n_embd, q_dim)] input_major: the inputs not zero
+  float* compact = nullptr;   // [rows, max(n_embd, q_dim)] input_major: those inputs' values
 };
 
 // out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),

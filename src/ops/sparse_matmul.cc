@@ -228,4 +228,17 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
   }
 }
 
+int64_t compact_columns(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a) {
+  int64_t k = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    bool any = false;
+    for (int64_t t = 0; t < n; ++t) any = any || x[t * cols + j] != 0.0f;
+    if (any) idx[k++] = static_cast<int32_t>(j);
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t i = 0; i < k; ++i) a[t * k + i] = x[t * cols + idx[i]];
+  }
+  return k;
+}
+
 }  // namespace hearth

@@ -36,4 +36,9 @@ void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const voi
 void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
                  const int32_t* idx, int64_t n_idx, const float* a, int64_t n, float* y);
 
+// The columns of x[n, cols] with a non-zero element in any row, ascending, into idx[cols], and x
+// restricted to them into a[n, n_idx] (row stride n_idx); returns n_idx. With sparse_axpy over an
+// input-major copy of W, this makes x · W^T read only the rows of the inputs that are not zero.
+int64_t compact_columns(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a);
+
 }  // namespace hearth

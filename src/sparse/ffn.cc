@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "ops/sparse_matmul.h"
 #include "ops/vec.h"
 #include "sparse/ffn_pipeline.h"
 
@@ -76,6 +77,12 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
     const int64_t per_element = neurons / n * (w.gate && w.gate->present() ? 2 : 1);
     stats.count_inputs(w.layer, static_cast<uint64_t>(elements * per_element),
                        static_cast<uint64_t>((elements - kept) * per_element));
+  }
+  // Decode steps over input-major copies read only the rows of the inputs left.
+  scratch_.n_inputs = -1;
+  if (thresholds && small && !w.neurons && w.in_threshold > 0.0f && w.up_t && w.up_t->present()) {
+    scratch_.n_inputs = compact_columns(xn, n, shape_.n_embd, scratch_.input_idx.data(),
+                                        scratch_.input_values.data());
   }
   const uint64_t active_before = stats.neurons_active;
   const Selection sel = rule.decide(ctx, shape_, w, xn, p, n, scratch_, stats);

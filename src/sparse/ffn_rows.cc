@@ -7,6 +7,18 @@
 
 namespace hearth::sparse {
 
+void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, const float* xn,
+                      int64_t n, FfnScratch& s, float* y, SparseStats& stats) {
+  if (m_t && m_t->present() && s.n_inputs >= 0) {
+    sparse_axpy(ctx, m_t->type, m_t->data, m_t->rows, m_t->cols, s.input_idx.data(), s.n_inputs,
+                s.input_values.data(), n, y);
+    stats.weight_bytes += rows_bytes(m_t, s.n_inputs);
+  } else {
+    linear(ctx, m, xn, n, y);
+    stats.weight_bytes += m.bytes();
+  }
+}
+
 void copy_in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n,
                         float* dst) {
   if (!w.order) {

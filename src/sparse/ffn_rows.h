@@ -27,6 +27,12 @@ const float* in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, in
 // u[n, k] += bias[idx] in every row (the bias of k gathered neurons); nothing without a bias.
 void add_gathered_bias(const float* bias, const int32_t* idx, int64_t k, int64_t n, float* u);
 
+// y[n, m.rows] = xn[n, n_embd] · m^T over every row: through m's input-major copy m_t, reading
+// only the rows of the inputs compacted in s (s.n_inputs >= 0), else the dense product. Adds the
+// bytes read to stats. No bias.
+void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, const float* xn,
+                      int64_t n, FfnScratch& s, float* y, SparseStats& stats);
+
 // out[n, n_embd] = a[n, n_ff] · down^T (+ bias), through whichever layout the file has.
 void down_all(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w, const float* a,
               int64_t n, float* out, FfnScratch& s, SparseStats& stats);

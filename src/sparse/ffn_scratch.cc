@@ -45,6 +45,8 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
   file_order.resize(z.file_order);
   observed.resize(z.observed);
   input.resize(z.input);
+  input_values.resize(z.input);
+  input_idx.resize(z.input ? static_cast<size_t>(shape.n_embd) : 0);
   idx.resize(z.n_ff);
   all.resize(z.n_ff);
   std::iota(all.begin(), all.end(), 0);
@@ -54,8 +56,10 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
 uint64_t FfnScratch::bytes(const FfnShape& shape, const FfnMode& mode) {
   const Sizes z = sizes(shape, mode);
   const size_t floats =
-      z.gate + z.up + z.decided + z.score + z.hidden + z.file_order + z.observed + z.input;
-  return floats * sizeof(float) + z.n_ff * (2 * sizeof(int32_t) + sizeof(uint8_t));
+      z.gate + z.up + z.decided + z.score + z.hidden + z.file_order + z.observed + 2 * z.input;
+  const size_t input_idx = z.input ? static_cast<size_t>(shape.n_embd) : 0;
+  return floats * sizeof(float) + z.n_ff * (2 * sizeof(int32_t) + sizeof(uint8_t)) +
+         input_idx * sizeof(int32_t);
 }
 
 }  // namespace hearth::sparse

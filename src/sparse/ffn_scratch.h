@@ -29,6 +29,9 @@ struct FfnScratch {
   std::vector<float> observed;    // [n_batch, n_ff] observer: act(gate) in the file's order
   std::vector<float> input;       // [decide_rows, n_embd] Threshold: the input with its small
                                   //                 elements zeroed
+  std::vector<int32_t> input_idx;    // [n_embd] Threshold, input-major copies: the group's inputs
+  std::vector<float> input_values;   // [decide_rows, n_embd] not zero, and their values
+  int64_t n_inputs = -1;             // how many; -1: not compacted for this group
   std::vector<int32_t> idx;       // [n_ff] the selected neurons (union over tokens), ascending
   std::vector<int32_t> all;       // [n_ff] 0, 1, ..., n_ff - 1
   std::vector<uint8_t> keep;      // [n_ff]

@@ -72,8 +72,18 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
     return;
   }
   const Matrix& up = *g.w.up;
-  gather_matmul(ctx, up.type, up.data, up.rows, up.cols, idx, k, g.xn, n, a);
-  stats.weight_bytes += rows_bytes(&up, k);
+  if (g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) {
+    // Every neuron's up through the input-major copy (its input's zeros are what it skips), then
+    // the selected ones picked out.
+    float* const full = s.gate.data();  // [n, n_ff], unused once the rule has decided
+    all_rows_product(ctx, up, g.w.up_t, g.xn, n, s, full, stats);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) a[t * k + j] = full[t * n_ff + idx[j]];
+    }
+  } else {
+    gather_matmul(ctx, up.type, up.data, up.rows, up.cols, idx, k, g.xn, n, a);
+    stats.weight_bytes += rows_bytes(&up, k);
+  }
   add_gathered_bias(g.w.up_bias, idx, k, n, a);
   if (shape.up_relu) activate(ctx.isa(), Activation::Relu, a, n * k, a);
   for (int64_t t = 0; t < n; ++t) {

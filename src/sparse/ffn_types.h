@@ -34,6 +34,10 @@ struct FfnWeights {
   // Threshold: the elements of the FFN's input whose magnitude is at or below this are zeroed
   // before gate and up see it (TEAL's rule for their input; 0: none).
   float in_threshold = 0.0f;
+  // Input-major copies of gate and up ([n_embd, n_ff], InputMajorLayer), which decode steps with
+  // an input threshold read only for the inputs left; null where the model has none.
+  const Matrix* gate_t = nullptr;
+  const Matrix* up_t = nullptr;
   // The neurons this executor may compute (ascending ids), when a device computes the others
   // (hybrid execution: these are the layer's cold neurons); nullptr: all n_ff. Only for runs of
   // at most kMaxSparseBatch tokens. The decisions per neuron are the mode's, as without a subset.

@@ -34,4 +34,21 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
 // The type a transposed copy of a `t` matrix with rows of n_embd is stored in.
 DType neuron_major_type(DType t, int64_t n_embd);
 
+// The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
+// matrices keep their values exactly (F32, F16; BF16 becomes F32). Quantized ones are requantized
+// along the other axis from the file's values (their blocks run along the input), into a type of
+// about the file's size with fast axpy kernels (input_major_type), so that a step reads fewer
+// bytes than the dense product: that is a second rounding, which decode steps see and prompts
+// (the file's matrices) do not. The copies are made beside the file's matrices.
+struct InputMajor {
+  std::vector<InputMajorLayer> layers;
+  std::vector<HugeBuffer> storage;
+};
+InputMajor make_input_major(const std::vector<LayerWeights>& layers);
+
+// The type of the input-major copy of a `t` matrix with `rows` outputs: floats and Q8_0 as
+// neuron_major_type; Q4_0 and Q6_K keep theirs; the 5-bit types become Q5_K, the other (smaller)
+// ones Q4_K; each falling back to a finer type whose blocks fit the rows.
+DType input_major_type(DType t, int64_t rows);
+
 }  // namespace hearth::sparse

@@ -48,10 +48,9 @@ class MagnitudeRule final : public NeuronRule {
       }
       stats.weight_bytes += static_cast<uint64_t>(kc) * row_bytes(m.type, m.cols);
     } else {
-      linear(ctx, m, xn, n, d);
+      all_rows_product(ctx, m, gated(w) ? w.gate_t : w.up_t, xn, n, s, d, stats);
       add_bias(ctx.isa(), d, bias, n, n_ff);
       activate(ctx.isa(), shape.act, d, n * n_ff, d);
-      stats.weight_bytes += m.bytes();
     }
     if (w.threshold > 0.0f) mask_below(d, n * n_ff, w.threshold);
     Selection sel;

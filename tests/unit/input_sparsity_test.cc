@@ -18,6 +18,7 @@
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/synth.h"
+#include "sparse/neuron_major.h"
 
 namespace hearth {
 namespace {
@@ -53,6 +54,10 @@ TEST(InputSparsity, EachInputsMaskReachesItsProduct) {
   const std::vector<int32_t> tokens = m->tokenize(text(120, 3), false);
   const float all = std::numeric_limits<float>::max();
   const auto run = [&](LayerThresholds t, size_t step) {
+    // A threshold that zeroes nothing (no activation is that small) on each other input, so
+    // every run takes the same product paths (decode steps read the input-major copies).
+    const float none = std::numeric_limits<float>::denorm_min();
+    for (float* f : {&t.attn_in, &t.attn_out, &t.ffn_in, &t.down}) *f = *f > 0 ? *f : none;
     return logits_in_steps(m, with_thresholds(m->config().n_layer, t), tokens, step);
   };
   for (const size_t step : {size_t{1}, tokens.size()}) {
@@ -89,6 +94,20 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
                     static_cast<double>(shape.total_weights()),
                 1e-12);
   }
+  // A decode step reads wo's input-major copy only for inputs left: none here.
+  SessionOptions dense_options;
+  dense_options.n_threads = 2;
+  dense_options.sparse = SparseMode::Dense;
+  Session dense(m, dense_options);
+  Session skip_wo(m, with_thresholds(c.n_layer, {.attn_out = all}));
+  for (Session* s : {&dense, &skip_wo}) {
+    s->eval(std::span(tokens).first(4));
+    s->reset_stats();
+    s->eval(std::span(tokens).subspan(4, 1));
+  }
+  const uint64_t wo_bytes = static_cast<uint64_t>(c.n_embd * c.n_head * c.head_dim) * sizeof(float);
+  EXPECT_EQ(dense.sparse_stats().weight_bytes - skip_wo.sparse_stats().weight_bytes,
+            static_cast<uint64_t>(c.n_layer) * wo_bytes);
   // Prompts run dense unless asked: then only the decode steps count.
   SessionOptions decode_only = with_thresholds(c.n_layer, {.attn_out = all});
   decode_only.sparse_prompt = false;
@@ -97,6 +116,49 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
   EXPECT_EQ(d.sparse_stats().input_sparsity(), 0.0);
   d.eval(std::span(tokens).first(1));
   EXPECT_GT(d.sparse_stats().input_sparsity(), 0.0);
+}
+
+TEST(InputSparsity, QuantizedModelsReadRequantizedInputMajorCopies) {
+  // The copies' types: about the file's size, with axpy kernels, where the blocks fit.
+  EXPECT_EQ(sparse::input_major_type(DType::F16, 64), DType::F16);
+  EXPECT_EQ(sparse::input_major_type(DType::BF16, 64), DType::F32);
+  EXPECT_EQ(sparse::input_major_type(DType::Q8_0, 64), DType::Q8_0);
+  EXPECT_EQ(sparse::input_major_type(DType::Q4_0, 64), DType::Q4_0);
+  EXPECT_EQ(sparse::input_major_type(DType::Q4_K, 512), DType::Q4_K);
+  EXPECT_EQ(sparse::input_major_type(DType::Q4_K, 64), DType::Q4_0);
+  EXPECT_EQ(sparse::input_major_type(DType::IQ4_XS, 256), DType::Q4_K);
+  EXPECT_EQ(sparse::input_major_type(DType::Q5_0, 256), DType::Q5_K);
+  EXPECT_EQ(sparse::input_major_type(DType::Q6_K, 256), DType::Q6_K);
+  EXPECT_EQ(sparse::input_major_type(DType::Q6_K, 96), DType::Q8_0);
+
+  // A Q8_0 model: decode steps through the requantized copies stay close to the masked prompt
+  // (which reads the file's matrices), and read fewer bytes than dense steps.
+  SynthOptions so = test::tiny_synth_options(DType::Q8_0);
+  so.n_ctx = 256;
+  const std::string path = test::temp_dir() + "/q8.gguf";
+  write_synthetic_model(so, path);
+  const auto m = Model::load(path);
+  const std::vector<int32_t> tokens = m->tokenize(text(100, 5), false);
+  LayerThresholds t{.attn_in = 0.3f, .attn_out = 0.05f, .ffn_in = 0.3f, .down = 0.02f};
+  const SessionOptions o = with_thresholds(m->config().n_layer, t);
+  const auto steps = logits_in_steps(m, o, tokens, 1);
+  const auto batch = logits_in_steps(m, o, tokens, tokens.size());
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    diff = std::max(diff, std::fabs(steps[i] - batch[i]));
+    scale = std::max(scale, std::fabs(batch[i]));
+  }
+  EXPECT_LT(diff, 0.05f * scale);
+  SessionOptions dense_options;
+  dense_options.sparse = SparseMode::Dense;
+  Session dense(m, dense_options), sparse(m, o);
+  for (Session* s : {&dense, &sparse}) {
+    s->eval(std::span(tokens).first(4));
+    s->reset_stats();
+    s->eval(std::span(tokens).subspan(4, 1));
+  }
+  EXPECT_LT(sparse.sparse_stats().weight_bytes, dense.sparse_stats().weight_bytes);
+  EXPECT_GT(sparse.sparse_stats().input_sparsity(), 0.1);
 }
 
 calib::CalibrateOptions calibration(double sparsity) {
