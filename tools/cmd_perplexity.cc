@@ -25,6 +25,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, text_file;
   int64_t max_chunks = -1;
   bool kl_base = false;
+  bool dense_context = false;
   SessionFlags sf;
   DeviceFlags df;
   sf.n_ctx = 512;
@@ -34,6 +35,10 @@ int cmd_perplexity(int argc, char** argv) {
   app.add_flag("--kl-base", kl_base,
                "also run a dense session on the same chunks and report KL(dense || mode), top-1 "
                "agreement and the dense perplexity");
+  app.add_flag("--dense-context", dense_context,
+               "evaluate each chunk as a generation sees it: its unscored first half as one prompt "
+               "(dense, as run and serve run prompts of more than 8 tokens), the scored half one "
+               "decode step at a time");
   sf.add_to(app);
   df.add_to(app);
   app.get_option("--ctx-size")
@@ -53,7 +58,8 @@ int cmd_perplexity(int argc, char** argv) {
     const std::vector<int32_t> tokens = model->tokenize(text, add_bos);
     const eval::ChunkPlan plan = eval::plan_chunks(static_cast<int64_t>(tokens.size()), o.n_ctx,
                                                    max_chunks > 0 ? max_chunks : 0);
-    o.sparse_prompt = true;  // score the mode itself, not a dense prompt pass
+    // Score the mode itself on every token, unless the context is to be a dense prompt.
+    o.sparse_prompt = !dense_context;
     Session session(model, o);
     std::unique_ptr<Session> dense;
     if (kl_base) {
@@ -81,7 +87,16 @@ int cmd_perplexity(int argc, char** argv) {
       const std::span<const int32_t> targets(tokens.data() + i * plan.n_ctx,
                                              static_cast<size_t>(plan.n_ctx));
       session.reset();
-      session.eval_all(input, logits);
+      if (dense_context) {
+        const auto first = static_cast<size_t>(plan.first);
+        session.eval(std::span(input).first(first));
+        for (size_t t = first; t + 1 < input.size(); ++t) {
+          const std::span<const float> row = session.eval(std::span(input).subspan(t, 1));
+          std::copy(row.begin(), row.end(), logits.begin() + static_cast<ptrdiff_t>(t * n_vocab));
+        }
+      } else {
+        session.eval_all(input, logits);
+      }
       eval::score_chunk(plan, targets, logits, c.n_vocab, nll);
       if (dense) {
         dense->reset();

@@ -94,6 +94,19 @@ TEST_F(PerplexityCli, KlAgainstDenseIsZeroForDense) {
   EXPECT_EQ(value_after(r.out, "dense PPL = "), value_after(r.out, "PPL = ")) << r.out;
 }
 
+TEST_F(PerplexityCli, DenseContextScoresDecodeSteps) {
+  // A dense model computes the same function in one batch or in steps: the same perplexity to
+  // rounding, over the same scored tokens.
+  const auto batch = run_hearth({"perplexity", "-m", *model_, "-f", *text_, "-c", "32", "-t", "2",
+                                 "--sparse", "dense"});
+  const auto steps = run_hearth({"perplexity", "-m", *model_, "-f", *text_, "-c", "32", "-t", "2",
+                                 "--sparse", "dense", "--dense-context"});
+  ASSERT_EQ(steps.exit_code, 0) << steps.err;
+  const double a = value_after(batch.out, "PPL = "), b = value_after(steps.out, "PPL = ");
+  ASSERT_TRUE(std::isfinite(b)) << steps.out;
+  EXPECT_NEAR(a, b, 1e-3 * a) << batch.out << steps.out;
+}
+
 TEST_F(PerplexityCli, CleanErrors) {
   const std::string shorter = *dir_ + "/short.txt";
   test::write_file(shorter, "the cat sat on the mat.");
