@@ -43,11 +43,13 @@ void print_json(const std::vector<BenchRow>& rows) {
                    {"pp_speedup", number_or_null(ratio(r.pp_mean, base.pp_mean))},
                    {"tg_speedup", number_or_null(ratio(r.tg_mean, base.tg_mean))},
                    {"sparsity", r.sparsity},
+                   {"input_sparsity", r.input_sparsity},
                    {"bytes_per_token", r.bytes_per_token},
                    {"bytes_per_token_measured", r.measured_bytes},
                    {"bandwidth_gbs", r.bandwidth_gbs},
                    {"roofline_tokens_per_s", r.roofline},
                    {"roofline_fraction", r.roofline_fraction},
+                   {"tg_implied_speedup", number_or_null(ratio(base.bytes_per_token, r.bytes_per_token))},
                    {"device", r.device},
                    {"device_bytes", r.device_bytes},
                    {"device_busy", r.device_busy}});
@@ -98,6 +100,9 @@ void print_md(const std::vector<BenchRow>& rows) {
       if (r.roofline > 0) {
         roof.append(fmt("%.0f%%", 100 * r.roofline_fraction)).append(" of ");
         roof.append(fmt("%.2f", r.roofline)).append(" tok/s");
+        // What the bytes saved allow against the first mode, next to what was measured.
+        const double implied = ratio(base.bytes_per_token, r.bytes_per_token);
+        if (&r != &base && std::isfinite(implied)) roof.append(fmt(" (implies %.2fx)", implied));
       }
       std::printf("| %s | %s | %d | tg%d | %.2f ± %.2f |%s %.3f | | %.4g%s | %s | %s |\n",
                   r.model.c_str(), label(r).c_str(), r.threads, r.n_gen, r.tg_mean, r.tg_sd,

@@ -16,6 +16,7 @@ struct BenchRow {
   double pp_mean = 0, pp_sd = 0, pp_gflops = 0;
   double tg_mean = 0, tg_sd = 0;
   double sparsity = 0;           // of the tg phase
+  double input_sparsity = 0;     // of the tg phase: thresholded weights skipped (Threshold mode)
   bool measured_bytes = false;   // bytes_per_token from SparseStats (else the dense estimate)
   double bytes_per_token = 0;    // weights + KV cache per generated token
   double bandwidth_gbs = 0;      // 0 when not measured

@@ -183,6 +183,7 @@ int cmd_bench(int argc, char** argv) {
       row.tg_mean = tgs.mean;
       row.tg_sd = tgs.sd;
       row.sparsity = r.tg_stats.sparsity();
+      row.input_sparsity = r.tg_stats.input_sparsity();
       // Weights as the session counted them during tg; the dense estimate when it counted none.
       row.measured_bytes = r.tg_stats.tokens > 0 && r.tg_stats.weight_bytes > 0;
       row.bytes_per_token = (row.measured_bytes ? r.tg_stats.bytes_per_token()

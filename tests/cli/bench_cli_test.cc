@@ -53,7 +53,8 @@ TEST_F(BenchCli, JsonHasTheFieldsForEveryModeInTheOrderGiven) {
            {"sparse", "sparse_requested", "n_prompt", "n_gen", "threads", "pp_tokens_per_s",
             "tg_tokens_per_s", "sparsity", "bytes_per_token", "bandwidth_gbs", "roofline_fraction",
             "model", "repetitions", "pp_tokens_per_s_sd", "tg_tokens_per_s_sd", "pp_gflops",
-            "roofline_tokens_per_s", "tg_speedup", "pp_speedup"}) {
+            "roofline_tokens_per_s", "tg_speedup", "pp_speedup", "tg_implied_speedup",
+            "input_sparsity"}) {
         EXPECT_TRUE(row.contains(field)) << field << " missing in\n" << row.dump(2);
       }
       EXPECT_EQ(row["sparse"], order[i]);
@@ -70,6 +71,9 @@ TEST_F(BenchCli, JsonHasTheFieldsForEveryModeInTheOrderGiven) {
       EXPECT_GT(row["pp_speedup"].get<double>(), 0.0);
     }
     EXPECT_DOUBLE_EQ(j[0]["tg_speedup"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ(j[0]["tg_implied_speedup"].get<double>(), 1.0);
+    EXPECT_NEAR(j[1]["tg_implied_speedup"].get<double>(),
+                j[0]["bytes_per_token"].get<double>() / j[1]["bytes_per_token"].get<double>(), 1e-9);
     EXPECT_NEAR(j[1]["tg_speedup"].get<double>(),
                 j[1]["tg_tokens_per_s"].get<double>() / j[0]["tg_tokens_per_s"].get<double>(), 1e-9);
   }
