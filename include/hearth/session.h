@@ -60,6 +60,10 @@ struct SessionOptions {
   // SparseMode::Threshold: per-layer thresholds to use instead of the file's ([n_layer]; empty:
   // the file's). Calibration searches with these.
   std::vector<LayerThresholds> thresholds;
+  // Model-wide thresholds: decode steps read input-major copies of the projections (made once per
+  // model) when n_embd is at least this; narrower models run the zeroed inputs through the dense
+  // products, which is faster for their small matrices (docs/benchmarks.md).
+  int32_t input_major_min_width = 512;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions.
   FfnObserver* ffn_observer = nullptr;
   // Not owned; must outlive the session. Only for SparseMode::Dense sessions of CPU-only models.

@@ -152,7 +152,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   if (sparse_mode == SparseMode::Threshold) masked = AlignedBuffer(b * c.n_embd);
-  if (model_wide(thresholds)) {
+  if (model_wide(thresholds) && c.n_embd >= o.input_major_min_width) {
     input_major = &model.input_major();
     const size_t widest = std::max(static_cast<size_t>(c.n_embd), q_dim);
     input_idx = AlignedBuffer(widest * sizeof(int32_t));

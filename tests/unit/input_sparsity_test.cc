@@ -43,6 +43,7 @@ SessionOptions with_thresholds(int64_t n_layer, const LayerThresholds& t) {
   o.sparse = SparseMode::Threshold;
   o.sparse_prompt = true;
   o.thresholds.assign(static_cast<size_t>(n_layer), t);
+  o.input_major_min_width = 0;  // these models are narrow: read the copies all the same
   return o;
 }
 
@@ -108,6 +109,15 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
   const uint64_t wo_bytes = static_cast<uint64_t>(c.n_embd * c.n_head * c.head_dim) * sizeof(float);
   EXPECT_EQ(dense.sparse_stats().weight_bytes - skip_wo.sparse_stats().weight_bytes,
             static_cast<uint64_t>(c.n_layer) * wo_bytes);
+  // By default a model this narrow keeps the dense products (zeroed inputs, every weight read).
+  SessionOptions narrow = with_thresholds(c.n_layer, {.attn_out = all});
+  narrow.input_major_min_width = SessionOptions{}.input_major_min_width;
+  ASSERT_LT(c.n_embd, narrow.input_major_min_width);
+  Session kept_dense(m, narrow);
+  kept_dense.eval(std::span(tokens).first(4));
+  kept_dense.reset_stats();
+  kept_dense.eval(std::span(tokens).subspan(4, 1));
+  EXPECT_EQ(kept_dense.sparse_stats().weight_bytes, dense.sparse_stats().weight_bytes);
   // Prompts run dense unless asked: then only the decode steps count.
   SessionOptions decode_only = with_thresholds(c.n_layer, {.attn_out = all});
   decode_only.sparse_prompt = false;
@@ -204,6 +214,7 @@ TEST(InputSparsitySlow, CalibrationReachesTheTargetPerLayer) {
   SessionOptions o;
   o.n_threads = 2;
   o.sparse_prompt = true;
+  o.input_major_min_width = 0;
   Session auto_mode(cal, o);
   EXPECT_EQ(auto_mode.sparse_mode(), SparseMode::Threshold);
   const std::vector<int32_t> tokens = cal->tokenize(text(150, 9), false);
