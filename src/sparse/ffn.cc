@@ -63,27 +63,8 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   const NeuronRule& rule = decides ? *rule_ : *dense_rule_;
   const int64_t neurons = n * (w.neurons ? w.n_neurons : shape_.n_ff);
   const bool thresholds = decides && mode_.mode == SparseMode::Threshold;
-  if (thresholds) {
-    // Gate and up skip the columns of the zeroed elements (counted per element: its weights in
-    // every neuron's rows). At threshold 0 nothing is zeroed, but the weights still count.
-    const int64_t elements = n * shape_.n_embd;
-    int64_t kept = elements;
-    if (w.in_threshold > 0.0f) {
-      float* const masked = scratch_.input.data();
-      std::copy_n(xn, elements, masked);
-      kept = mask_below(masked, elements, w.in_threshold);
-      xn = masked;
-    }
-    const int64_t per_element = neurons / n * (w.gate && w.gate->present() ? 2 : 1);
-    stats.count_inputs(w.layer, static_cast<uint64_t>(elements * per_element),
-                       static_cast<uint64_t>((elements - kept) * per_element));
-  }
-  // Decode steps over input-major copies read only the rows of the inputs left.
   scratch_.n_inputs = -1;
-  if (thresholds && small && !w.neurons && w.in_threshold > 0.0f && w.up_t && w.up_t->present()) {
-    scratch_.n_inputs = compact_columns(xn, n, shape_.n_embd, scratch_.input_idx.data(),
-                                        scratch_.input_values.data());
-  }
+  if (thresholds) xn = threshold_input(w, xn, n, small, stats);
   const uint64_t active_before = stats.neurons_active;
   const Selection sel = rule.decide(ctx, shape_, w, xn, p, n, scratch_, stats);
   const FfnGroup g{w, xn, p, n, out};
@@ -99,6 +80,30 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
     stats.count_inputs(w.layer, static_cast<uint64_t>(neurons * shape_.n_embd),
                        (static_cast<uint64_t>(neurons) - active) * shape_.n_embd);
   }
+}
+
+const float* FfnExecutor::threshold_input(const FfnWeights& w, const float* xn, int64_t n,
+                                          bool small, SparseStats& stats) {
+  // Gate and up skip the columns of the zeroed elements, counted per element as its weights in
+  // every neuron's rows. At threshold 0 nothing is zeroed, but the weights still count.
+  const int64_t elements = n * shape_.n_embd;
+  int64_t kept = elements;
+  if (w.in_threshold > 0.0f) {
+    float* const masked = scratch_.input.data();
+    std::copy_n(xn, elements, masked);
+    kept = mask_below(masked, elements, w.in_threshold);
+    xn = masked;
+    // Decode steps over input-major copies read only the rows of the inputs left.
+    if (small && !w.neurons && w.up_t && w.up_t->present()) {
+      scratch_.n_inputs = compact_columns(xn, n, shape_.n_embd, scratch_.input_idx.data(),
+                                          scratch_.input_values.data());
+    }
+  }
+  const int64_t per_element =
+      (w.neurons ? w.n_neurons : shape_.n_ff) * (w.gate && w.gate->present() ? 2 : 1);
+  stats.count_inputs(w.layer, static_cast<uint64_t>(elements * per_element),
+                     static_cast<uint64_t>((elements - kept) * per_element));
+  return xn;
 }
 
 }  // namespace hearth::sparse
