@@ -15,6 +15,10 @@ namespace {
 // Models with at most this many thresholded weights get one group per layer by default; larger
 // ones one group in all, so that the search stays a few hundred evaluations.
 constexpr int64_t kPerLayerSearchWeights = 100'000'000;
+// After the search: a layer whose held-out sparsity is further than this from the target has its
+// shares rescaled, for at most kCorrectionRounds rounds.
+constexpr double kAchievedTolerance = 0.005;
+constexpr int kCorrectionRounds = 3;
 
 // Keeps a histogram of |x| per layer and input kind, from the products a dense session reports
 // by tensor name (blk.N.<name>.weight).
@@ -258,6 +262,24 @@ InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& mode
     loss = search.run(first, last, loss);
   }
   a.sparse_nll = eval.loss(&a.thresholds, &a.achieved);
+  // The thresholds come from the dense model's activations; once earlier layers skip inputs, a
+  // layer's own inputs shift and it may skip more or less than allocated. Rescale each layer's
+  // shares by target / achieved and measure again, a few times at most.
+  for (int round = 0; round < kCorrectionRounds; ++round) {
+    bool off = false;
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const double got = a.achieved[static_cast<size_t>(l)];
+      if (std::fabs(got - o.sparsity) <= kAchievedTolerance || got <= 0) continue;
+      off = true;
+      for (int k = 0; k < kInputKinds; ++k) {
+        double& share = a.shares[static_cast<size_t>(l)][k];
+        share = std::min(o.max_share, share * o.sparsity / got);
+        threshold_of(a.thresholds[static_cast<size_t>(l)], k) = profile.at(l, k).quantile(share);
+      }
+    }
+    if (!off) break;
+    a.sparse_nll = eval.loss(&a.thresholds, &a.achieved);
+  }
   a.evaluations = eval.evaluations();
   return a;
 }

@@ -14,7 +14,11 @@
 //      searched; later groups stay dense. With one layer per group this is TEAL's block-wise
 //      greedy, with the whole model's held-out loss as the error in place of the block's output
 //      error; with one group for all layers every layer gets the same shares, and the search costs
-//      a model evaluation per candidate step instead of n_layer of them.
+//      a model evaluation per candidate step instead of n_layer of them;
+//   3. correct: the shares come from the dense model's activations, and sparsifying earlier
+//      layers shifts a layer's inputs, so each layer whose held-out sparsity misses the target by
+//      more than half a point has its shares rescaled by target / achieved, then the model is
+//      measured again (at most three rounds).
 #pragma once
 
 #include <array>
@@ -58,7 +62,8 @@ struct InputSparsityOptions {
 
 struct InputAllocation {
   std::vector<LayerThresholds> thresholds;                   // [n_layer]
-  std::vector<std::array<double, kInputKinds>> shares;       // [n_layer] allocated shares
+  // [n_layer] the shares of each input's calibration elements skipped (after the correction)
+  std::vector<std::array<double, kInputKinds>> shares;
   std::vector<double> achieved;  // [n_layer] share of thresholded weights skipped on held-out text
   double dense_nll = 0, sparse_nll = 0;  // mean held-out loss per token
   int64_t evaluations = 0;               // model evaluations the search made

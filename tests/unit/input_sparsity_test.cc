@@ -196,8 +196,9 @@ TEST(InputSparsitySlow, CalibrationReachesTheTargetPerLayer) {
       EXPECT_LE(l.input_share[k], 0.95 + 1e-9);
       skipped += l.input_share[k] * static_cast<double>(shape.weights(k));
     }
-    EXPECT_NEAR(skipped / static_cast<double>(shape.total_weights()), 0.4, 1e-6) << "allocated";
-    EXPECT_NEAR(l.true_sparsity, 0.4, 0.05) << "achieved on held-out tokens";
+    // Allocated exactly at the target, then rescaled by the correction rounds.
+    EXPECT_NEAR(skipped / static_cast<double>(shape.total_weights()), 0.4, 0.1) << "allocated";
+    EXPECT_NEAR(l.true_sparsity, 0.4, 0.02) << "achieved on held-out tokens";
   }
 
   // The file carries the thresholds; --sparse auto runs them, and decode steps compute what a
