@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "calib/windows.h"
 #include "core/error.h"
 #include "eval/perplexity.h"
 #include "hearth/session.h"
@@ -61,35 +62,26 @@ class Evaluator {
     ++evaluations_;
     SessionOptions so;
     so.n_threads = o_.n_threads;
-    so.n_ctx = static_cast<int32_t>(o_.window + 1);
-    so.n_batch = so.n_ctx;
     so.sparse = thresholds ? SparseMode::Threshold : SparseMode::Dense;
     so.sparse_prompt = true;
     if (thresholds) so.thresholds = *thresholds;
-    Session session(model_, so);
     const auto n_vocab = static_cast<size_t>(model_->config().n_vocab);
-    const bool bos = model_->add_bos_default() && model_->bos() >= 0;
-    std::vector<float> logits(static_cast<size_t>(so.n_ctx) * n_vocab);
-    std::vector<int32_t> input;
+    logits_.resize(static_cast<size_t>(o_.window + 1) * n_vocab);
     double sum = 0;
     int64_t count = 0;
-    for (size_t i = 0; i < tokens_.size(); i += static_cast<size_t>(o_.window)) {
-      const size_t n = std::min(tokens_.size() - i, static_cast<size_t>(o_.window));
-      input.clear();
-      if (bos) input.push_back(model_->bos());
-      input.insert(input.end(), tokens_.begin() + static_cast<ptrdiff_t>(i),
-                   tokens_.begin() + static_cast<ptrdiff_t>(i + n));
-      session.reset();
-      session.eval_all(input, logits);
-      for (size_t t = 0; t + 1 < input.size(); ++t) {
-        sum -= eval::log_prob({logits.data() + t * n_vocab, n_vocab}, input[t + 1]);
-        ++count;
-      }
-    }
+    const SparseStats stats = run_windows(
+        model_, tokens_, so, o_.window, nullptr, "held-out loss",
+        [&](Session& session, std::span<const int32_t> input) {
+          session.eval_all(input, logits_);
+          for (size_t t = 0; t + 1 < input.size(); ++t) {
+            sum -= eval::log_prob({logits_.data() + t * n_vocab, n_vocab}, input[t + 1]);
+            ++count;
+          }
+        });
     if (achieved) {
       achieved->clear();
       for (int64_t l = 0; l < model_->config().n_layer; ++l) {
-        achieved->push_back(session.sparse_stats().input_sparsity(static_cast<int32_t>(l)));
+        achieved->push_back(stats.input_sparsity(static_cast<int32_t>(l)));
       }
     }
     return count ? sum / static_cast<double>(count) : 0.0;
@@ -101,6 +93,7 @@ class Evaluator {
   std::shared_ptr<const Model> model_;
   std::span<const int32_t> tokens_;
   const InputSparsityOptions& o_;
+  std::vector<float> logits_;  // [window + 1, n_vocab]
   int64_t evaluations_ = 0;
 };
 
@@ -222,19 +215,7 @@ InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& mode
     so.n_threads = o.n_threads;
     so.sparse = SparseMode::Dense;
     so.matmul_observer = &profile;
-    so.n_ctx = static_cast<int32_t>(o.window + 1);
-    so.n_batch = so.n_ctx;
-    Session session(model, so);
-    const bool bos = model->add_bos_default() && model->bos() >= 0;
-    std::vector<int32_t> input;
-    for (size_t i = 0; i < train.size(); i += static_cast<size_t>(o.window)) {
-      const size_t n = std::min(train.size() - i, static_cast<size_t>(o.window));
-      input.assign(bos ? 1 : 0, model->bos());
-      input.insert(input.end(), train.begin() + static_cast<ptrdiff_t>(i),
-                   train.begin() + static_cast<ptrdiff_t>(i + n));
-      session.reset();
-      session.eval(input);
-    }
+    run_windows(model, train, so, o.window, o.log, "profile (input magnitudes)");
   }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     for (int k = 0; k < kInputKinds; ++k) {

@@ -17,9 +17,10 @@ std::vector<int32_t> tokenize_text(const Model& m, const std::string& text, cons
   return m.tokenize(text, /*add_bos=*/false);
 }
 
-void run_windows(const std::shared_ptr<const Model>& model, std::span<const int32_t> tokens,
-                 SessionOptions so, int64_t window,
-                 const std::function<void(const std::string&)>& log, const std::string& label) {
+SparseStats run_windows(const std::shared_ptr<const Model>& model, std::span<const int32_t> tokens,
+                        SessionOptions so, int64_t window,
+                        const std::function<void(const std::string&)>& log,
+                        const std::string& label, const WindowStep& step) {
   using Clock = std::chrono::steady_clock;
   so.n_ctx = static_cast<int32_t>(window + 1);
   so.n_batch = so.n_ctx;
@@ -35,7 +36,11 @@ void run_windows(const std::shared_ptr<const Model>& model, std::span<const int3
     input.insert(input.end(), tokens.begin() + static_cast<ptrdiff_t>(i),
                  tokens.begin() + static_cast<ptrdiff_t>(i + n));
     session.reset();
-    session.eval(input);
+    if (step) {
+      step(session, input);
+    } else {
+      session.eval(input);
+    }
     const auto now = Clock::now();
     if (log && (i + n == tokens.size() || now - last > std::chrono::seconds(2))) {
       last = now;
@@ -46,6 +51,7 @@ void run_windows(const std::shared_ptr<const Model>& model, std::span<const int3
                   static_cast<int64_t>((tokens.size() - i - n) / std::max(rate, 1e-9)), " s left"));
     }
   }
+  return session.sparse_stats();
 }
 
 }  // namespace hearth::calib

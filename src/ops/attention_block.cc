@@ -47,8 +47,9 @@ void block_norm(cpu::CpuContext& ctx, const ModelConfig& c, const float* x, cons
 namespace {
 
 // Zeroes the small elements of x[n, cols] in the sparse chunks' rows and counts the weights they
-// skip (each element of a row multiplies `fan_out` weights). At threshold 0 nothing is zeroed,
-// but the weights still count: the share skipped is of all the layer's projection weights.
+// skip (each element of a row multiplies `fan_out` weights). At threshold 0 x is not touched, but
+// the weights still count: the share skipped is of all the layer's projection weights. Without
+// stats to count into and a threshold, nothing happens.
 void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t cols,
                       float threshold, int64_t fan_out, const AttentionThresholds& th) {
   for (const AttentionChunk& ch : chunks) {
@@ -85,12 +86,10 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   const int n_head_kv = static_cast<int>(c.n_head_kv);
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
   if (th.qkv > 0.0f) {
-    std::copy_n(a, n * c.n_embd, s.masked);
-    mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
+    std::copy_n(a, n * c.n_embd, s.masked);  // a may be the parallel FFN's input too
     a = s.masked;
-  } else if (th.stats) {
-    mask_sparse_rows(chunks, nullptr, c.n_embd, 0.0f, q_dim + 2 * kv_dim, th);
   }
+  mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
   if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present()) {
     const int64_t k = compact_columns(a, n, c.n_embd, s.idx, s.compact);
@@ -116,7 +115,7 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
     attention(ctx, attn, qc, ch.k_cache, ch.v_cache, ch.pos0, ch.n, s.att + ch.row0 * q_dim,
               s.workspace);
   }
-  if (th.wo > 0.0f || th.stats) mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
+  mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
   if (im && th.wo > 0.0f && im->wo_t.present()) {
     const int64_t k = compact_columns(s.att, n, q_dim, s.idx, s.compact);
     input_sparse_product(ctx, im->wo_t, s, k, n, out, th);
