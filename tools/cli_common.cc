@@ -71,6 +71,10 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_option("--sparse-threshold", sparse_threshold,
                  "predictor threshold: a neuron is active iff its score >= F (default: the model's)")
       ->type_name("F");
+  app.add_flag("--dense-prompt", dense_prompt,
+               "in the sparse modes, run batches of more than 8 tokens dense, as PowerInfer's "
+               "prefill does (exact prompt KV cache; a token's output then depends on the batch "
+               "size)");
 }
 
 SessionOptions SessionFlags::options() const {
@@ -81,6 +85,7 @@ SessionOptions SessionFlags::options() const {
   o.kv_type = kv_type == "f32" ? KvType::F32 : KvType::F16;
   o.sparse = sparse_modes().front();
   o.sparse_threshold = sparse_threshold;
+  if (dense_prompt) o.sparse_prompt = false;
   return o;
 }
 

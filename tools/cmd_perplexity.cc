@@ -37,7 +37,7 @@ int cmd_perplexity(int argc, char** argv) {
                "agreement and the dense perplexity");
   app.add_flag("--dense-context", dense_context,
                "evaluate each chunk as a generation sees it: its unscored first half as one prompt "
-               "(dense, as run and serve run prompts of more than 8 tokens), the scored half one "
+               "(dense, as run and serve do with --dense-prompt), the scored half one "
                "decode step at a time");
   sf.add_to(app);
   df.add_to(app);
@@ -58,8 +58,8 @@ int cmd_perplexity(int argc, char** argv) {
     const std::vector<int32_t> tokens = model->tokenize(text, add_bos);
     const eval::ChunkPlan plan = eval::plan_chunks(static_cast<int64_t>(tokens.size()), o.n_ctx,
                                                    max_chunks > 0 ? max_chunks : 0);
-    // Score the mode itself on every token, unless the context is to be a dense prompt.
-    o.sparse_prompt = !dense_context;
+    // The mode on every token, unless the context is to be a dense prompt.
+    o.sparse_prompt = !dense_context && !sf.dense_prompt;
     Session session(model, o);
     std::unique_ptr<Session> dense;
     if (kl_base) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -52,11 +53,15 @@ struct SessionOptions {
   // In Predictor mode, also compute every neuron's true activation and count how well the
   // predictors did (recall, precision in SparseStats). Costs a dense gate; for measurement only.
   bool sparse_audit = false;
-  // Batches of more than a few tokens (prompts) run the dense FFN by default, as PowerInfer's
-  // prefill does: matrix-matrix kernels are faster than sparse ones there, and the prompt's KV
-  // cache is then exact. Set this to apply the mode's neuron masks to every batch (perplexity does,
-  // to measure the mode itself).
-  bool sparse_prompt = false;
+  // true: in the sparse modes every token gets the mode's masks, prompt tokens included, and its
+  // result does not depend on how the tokens were batched (the batch size, the other sequences,
+  // the prompt cache): a token's logits are the same bits as when it is a decode step alone.
+  // false: batches of more than a few tokens (prompts) run the dense FFN and attention, as
+  // PowerInfer's prefill does, so the prompt's KV cache is exact but a token's result depends on
+  // the batch it came in (`--dense-prompt`). Unset: true, except where decode steps read
+  // input-major copies (model-wide thresholds, input_major_min_width), which prompts cannot read
+  // at speed, so that no prompt could compute what a decode step does anyway.
+  std::optional<bool> sparse_prompt;
   // SparseMode::Threshold: per-layer thresholds to use instead of the file's ([n_layer]; empty:
   // the file's). Calibration searches with these.
   std::vector<LayerThresholds> thresholds;

@@ -87,6 +87,13 @@ bool model_wide(const std::vector<LayerThresholds>& thresholds) {
   });
 }
 
+// SessionOptions::sparse_prompt, resolved.
+bool resolve_sparse_prompt(const SessionOptions& o, const ModelConfig& c,
+                           const std::vector<LayerThresholds>& thresholds) {
+  if (o.sparse_prompt) return *o.sparse_prompt;
+  return !(model_wide(thresholds) && c.n_embd >= o.input_major_min_width);
+}
+
 sparse::FfnShape session_ffn_shape(const Model::Impl& m, int32_t n_batch) {
   int64_t max_hidden = 0;
   for (const LayerWeights& l : m.weights.layers) max_hidden = std::max(max_hidden, l.fc1.rows);
@@ -108,7 +115,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       thresholds(sparse_mode != SparseMode::Threshold ? std::vector<LayerThresholds>()
                  : o.thresholds.empty()                  ? config.thresholds
                                                          : o.thresholds),
-      sparse_prompt(o.sparse_prompt),
+      sparse_prompt(resolve_sparse_prompt(o, config, thresholds)),
       sparse_audit(o.sparse_audit && sparse_mode == SparseMode::Predictor),
       n_seq(resolve_seq(o)),
       n_past(static_cast<size_t>(n_seq), 0),
@@ -116,7 +123,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
       chunk_rows(static_cast<size_t>(n_seq)),
       row_pos(static_cast<size_t>(n_batch)),
       ffn(session_ffn_shape(model, n_batch),
-          sparse::FfnMode{sparse_mode, sparse_audit, o.sparse_prompt, o.ffn_observer}) {
+          sparse::FfnMode{sparse_mode, sparse_audit, sparse_prompt, o.ffn_observer}) {
   if (o.ffn_observer && sparse_mode != SparseMode::Dense) {
     fail("an FFN observer needs a dense session (got --sparse ", to_string(sparse_mode), ")");
   }

@@ -145,25 +145,24 @@ void add_parts(const float* part, int64_t c0, int64_t c1, int64_t cols, float* y
   }
 }
 
-// part[c] = the axpy over chunk c's positions of the list, for chunks [c0, c1).
+// part[c - c0] = the axpy over chunk c's positions of the list, for chunks [c0, c1).
 void axpy_into_parts(const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw, int64_t cols,
                      const int32_t* idx, int64_t n_idx, const float* a, const int64_t* bounds,
                      int64_t c0, int64_t c1, float* part) {
-  std::memset(part + c0 * cols, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
+  std::memset(part, 0, static_cast<size_t>((c1 - c0) * cols) * sizeof(float));
   if (k.axpy_parts) {
     // A thread's chunks in one call, so the kernel's read-ahead does not restart cold at each
     // chunk.
     const int64_t j0 = bounds[c0];
     int64_t ends[kMaxChunks];
     for (int64_t c = c0; c < c1; ++c) ends[c - c0] = bounds[c + 1] - j0;
-    k.axpy_parts(cols, wb, ldw, idx + j0, a + j0, ends, c1 - c0, part + c0 * cols,
-                 static_cast<size_t>(cols));
+    k.axpy_parts(cols, wb, ldw, idx + j0, a + j0, ends, c1 - c0, part, static_cast<size_t>(cols));
     return;
   }
   for (int64_t c = c0; c < c1; ++c) {
     const int64_t b = bounds[c], e = bounds[c + 1];
-    k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1, part + c * cols,
-           static_cast<size_t>(cols));
+    k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1,
+           part + (c - c0) * cols, static_cast<size_t>(cols));
   }
 }
 
@@ -180,7 +179,7 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   // partials instead would read half of them across cores.)
   ctx.pool().run([&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
-    if (c1 > c0) axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part);
+    if (c1 > c0) axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part + c0 * cols);
     turns.wait(ith);
     if (c1 > c0) add_parts(part, c0, c1, cols, y);
     turns.done(ith);
@@ -226,6 +225,62 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
   } else {
     ctx.pool().run(task);
   }
+}
+
+void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows,
+                      int64_t cols, const int32_t* idx, const float* a, int64_t ld,
+                      const int64_t* counts, int64_t n, float* y) {
+  if (n == 1) return sparse_axpy(ctx, wtype, w_t, rows, cols, idx, counts[0], a, 1, y);
+  for (int64_t t = 0; t < n; ++t) {
+    if (counts[t] > ld) fail("sparse_axpy_each: ", counts[t], " rows in a list of ", ld);
+    check_args("sparse_axpy_each", wtype, rows, cols, idx + t * ld, counts[t], 1);
+  }
+  if (cols == 0 || n == 0) return;
+  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
+  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
+  const auto* wb = static_cast<const uint8_t*>(w_t);
+  // Scratch: each token's chunk bounds [n, kMaxChunks + 1] and chunk count [n], then one partial
+  // sum per thread [n_threads, cols].
+  const size_t index_bytes =
+      (static_cast<size_t>(n * (kMaxChunks + 2)) * sizeof(int64_t) + 63) / 64 * 64;
+  auto* arena = static_cast<uint8_t*>(
+      ctx.scratch(index_bytes + static_cast<size_t>(ctx.n_threads() * cols) * sizeof(float)));
+  auto* bounds = reinterpret_cast<int64_t*>(arena);
+  int64_t* const chunks = bounds + n * (kMaxChunks + 1);
+  auto* parts = reinterpret_cast<float*>(arena + index_bytes);
+  int64_t most = 1;
+  for (int64_t t = 0; t < n; ++t) {
+    chunks[t] = axpy_chunks(a + t * ld, counts[t], bounds + t * (kMaxChunks + 1));
+    most = std::max(most, chunks[t]);
+  }
+  // Threads take whole tokens. Chunk by chunk over all of a thread's tokens: the tokens' chunks of
+  // one index cover much the same neurons, whose rows then stay in cache from token to token.
+  // Each token's partials are added in chunk order, as sparse_axpy adds them.
+  ctx.pool().run([&](int ith, int nth) {
+    const auto [t0, t1] = cpu::split_range(n, ith, nth);
+    float* const part = parts + static_cast<int64_t>(ith) * cols;
+    for (int64_t c = 0; c < most; ++c) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int32_t* it = idx + t * ld;
+        const float* at = a + t * ld;
+        float* const yt = y + t * cols;
+        if (chunks[t] == 1) {
+          // Unchunked, as sparse_axpy's column split sums each column: in one pass over the list.
+          if (c > 0) continue;
+          std::memset(yt, 0, static_cast<size_t>(cols) * sizeof(float));
+          k.axpy(cols, wb, ldw, it, counts[t], at, static_cast<size_t>(counts[t]), 1, yt,
+                 static_cast<size_t>(cols));
+          continue;
+        }
+        if (c >= chunks[t]) continue;
+        axpy_into_parts(k, wb, ldw, cols, it, counts[t], at, bounds + t * (kMaxChunks + 1), c,
+                        c + 1, c == 0 ? yt : part);
+        if (c > 0) {
+          for (int64_t i = 0; i < cols; ++i) yt[i] += part[i];
+        }
+      }
+    }
+  });
 }
 
 int64_t compact_columns(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a) {

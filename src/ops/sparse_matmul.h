@@ -36,6 +36,13 @@ void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const voi
 void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows, int64_t cols,
                  const int32_t* idx, int64_t n_idx, const float* a, int64_t n, float* y);
 
+// Y[t, cols] = A_t · W_t[idx_t] for n tokens, each with its own list: idx[t * ld, + counts[t]) and
+// its coefficients a[t * ld, + counts[t]). Row t is sparse_axpy of that list alone (n = 1), bit for
+// bit, whatever n and the thread count; the tokens share each chunk of rows while it is in cache.
+void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows,
+                      int64_t cols, const int32_t* idx, const float* a, int64_t ld,
+                      const int64_t* counts, int64_t n, float* y);
+
 // The columns of x[n, cols] with a non-zero element in any row, ascending, into idx[cols], and x
 // restricted to them into a[n, n_idx] (row stride n_idx); returns n_idx. With sparse_axpy over an
 // input-major copy of W, this makes x · W^T read only the rows of the inputs that are not zero.

@@ -91,7 +91,11 @@ void ffn_dense(cpu::CpuContext& ctx, const FfnShape& shape, FfnObserver* observe
       break;
   }
   stats.neurons_active += active;
-  down_all(ctx, shape, w, a, g.n, g.out, s, stats);
+  if (sel.kind == Selection::Kind::All) {
+    down_all(ctx, shape, w, a, g.n, g.out, s, stats);
+  } else {
+    down_each_token(ctx, shape, g, sel, a, nullptr, n_ff, s, stats);
+  }
 }
 
 }  // namespace hearth::sparse

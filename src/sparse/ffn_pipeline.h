@@ -30,6 +30,17 @@ struct FfnGroup {
 void ffn_sparse(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
                 const Selection& sel, FfnScratch& s, SparseStats& stats);
 
+// out[n, n_embd] = Σ_j a[t, j] · down_t[neuron_j] (+ bias) for each token t of the group, where
+// a[n, lda] holds the activations of the candidates neuron[0, lda) (null: every neuron, lda =
+// n_ff), zero where a token's rule did not select them. Each token's result is what a decode step
+// of that token alone computes, bit for bit, whatever group it comes in: the same choice between
+// the axpy over its own non-zero coefficients and the dense product over ffn_down (by its own count
+// of selected neurons), and the same order of summation. A Dense selection (a device's subset)
+// shares one pass over the rows instead.
+void down_each_token(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
+                     const Selection& sel, const float* a, const int32_t* neuron, int64_t lda,
+                     FfnScratch& s, SparseStats& stats);
+
 // observer: sees the activations (Dense selections only).
 void ffn_dense(cpu::CpuContext& ctx, const FfnShape& shape, FfnObserver* observer,
                const FfnGroup& g, const Selection& sel, FfnScratch& s, SparseStats& stats);

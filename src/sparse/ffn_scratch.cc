@@ -6,9 +6,10 @@
 namespace hearth::sparse {
 namespace {
 
-// Floats of each buffer, in the order of the members.
+// Elements of each buffer, in the order of the members.
 struct Sizes {
-  size_t gate, up, decided, score, hidden, file_order, observed, input, n_ff;
+  size_t gate, up, decided, score, hidden, file_order, observed, input, decide_rows, list_rows,
+      down_out, n_ff;
 };
 
 Sizes sizes(const FfnShape& s, const FfnMode& m) {
@@ -19,6 +20,7 @@ Sizes sizes(const FfnShape& s, const FfnMode& m) {
       m.masked_batches ? batch : std::min(batch, static_cast<size_t>(kMaxSparseBatch));
   const bool magnitude = m.mode == SparseMode::Oracle || m.mode == SparseMode::Threshold;
   const bool predictor = m.mode == SparseMode::Predictor;
+  const bool sparse = m.mode != SparseMode::Dense;
   Sizes z{};
   z.gate = z.up = batch * per_row;
   z.decided = magnitude || (predictor && m.audit) ? decide_rows * per_row : 0;
@@ -29,6 +31,10 @@ Sizes sizes(const FfnShape& s, const FfnMode& m) {
   z.file_order = (s.reordered || m.observer ? batch : decide_rows) * per_row;
   z.observed = m.observer ? batch * per_row : 0;
   z.input = m.mode == SparseMode::Threshold ? decide_rows * static_cast<size_t>(s.n_embd) : 0;
+  z.decide_rows = decide_rows;
+  // Dense mode's groups share one list (a device's subset) and write straight into out.
+  z.list_rows = sparse ? std::min(decide_rows, static_cast<size_t>(kDownListBlock)) : 0;
+  z.down_out = sparse ? decide_rows * static_cast<size_t>(s.n_embd) : 0;
   z.n_ff = per_row;
   return z;
 }
@@ -47,19 +53,24 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
   input.resize(z.input);
   input_values.resize(z.input);
   input_idx.resize(z.input ? static_cast<size_t>(shape.n_embd) : 0);
+  down_tokens.resize(z.decide_rows);
+  list_tokens.resize(z.list_rows);
+  down_counts.resize(z.list_rows);
+  down_idx.resize(z.list_rows * z.n_ff);
+  down_coef.resize(z.list_rows * z.n_ff);
+  down_out.resize(z.down_out);
   idx.resize(z.n_ff);
   all.resize(z.n_ff);
   std::iota(all.begin(), all.end(), 0);
-  keep.resize(z.n_ff);
 }
 
 uint64_t FfnScratch::bytes(const FfnShape& shape, const FfnMode& mode) {
   const Sizes z = sizes(shape, mode);
-  const size_t floats =
-      z.gate + z.up + z.decided + z.score + z.hidden + z.file_order + z.observed + 2 * z.input;
-  const size_t input_idx = z.input ? static_cast<size_t>(shape.n_embd) : 0;
-  return floats * sizeof(float) + z.n_ff * (2 * sizeof(int32_t) + sizeof(uint8_t)) +
-         input_idx * sizeof(int32_t);
+  const size_t floats = z.gate + z.up + z.decided + z.score + z.hidden + z.file_order +
+                        z.observed + 2 * z.input + z.list_rows * z.n_ff + z.down_out;
+  const size_t int32s = (z.input ? static_cast<size_t>(shape.n_embd) : 0) + z.decide_rows +
+                        z.list_rows + z.list_rows * z.n_ff + 2 * z.n_ff;
+  return floats * sizeof(float) + int32s * sizeof(int32_t) + z.list_rows * sizeof(int64_t);
 }
 
 }  // namespace hearth::sparse

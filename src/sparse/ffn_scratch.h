@@ -1,7 +1,8 @@
 // The buffers of one FFN executor, sized once so that a run never allocates. Each holds one thing
 // (a buffer may go from products to their activations in place, never to something unrelated).
 // Rows: `n_batch` for buffers every group uses; `decide_rows` (kMaxSparseBatch, or n_batch when
-// prompts are masked too) for what only a sparse decision needs.
+// prompts are masked too) for what only a sparse decision needs; `list_rows` (at most
+// kDownListBlock) for the neuron lists of the down projection.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +33,15 @@ struct FfnScratch {
   std::vector<int32_t> input_idx;    // [n_embd] Threshold, input-major copies: the group's inputs
   std::vector<float> input_values;   // [decide_rows, n_embd] not zero, and their values
   int64_t n_inputs = -1;             // how many; -1: not compacted for this group
+  // The down projection of the sparse modes, token by token (ffn_down.cc):
+  std::vector<int32_t> down_tokens;  // [decide_rows] the tokens that take the dense product
+  std::vector<int32_t> list_tokens;  // [list_rows] the tokens that take the axpy, a block at a time
+  std::vector<int64_t> down_counts;  // [list_rows] their neurons with a non-zero activation,
+  std::vector<int32_t> down_idx;     // [list_rows, n_ff]   ascending,
+  std::vector<float> down_coef;      // [list_rows, n_ff]   and those activations
+  std::vector<float> down_out;       // [decide_rows, n_embd] results of tokens not side by side
   std::vector<int32_t> idx;       // [n_ff] the selected neurons (union over tokens), ascending
   std::vector<int32_t> all;       // [n_ff] 0, 1, ..., n_ff - 1
-  std::vector<uint8_t> keep;      // [n_ff]
 };
 
 }  // namespace hearth::sparse

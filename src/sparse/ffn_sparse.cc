@@ -11,18 +11,6 @@
 namespace hearth::sparse {
 namespace {
 
-// The share of active neurons above which a dense pass over ffn_down is faster than the sparse
-// axpy over ffn_down_t (bench/sparse_bench.cc against matvec): the axpy pays for converting
-// weights or coefficients per row, which float weights hide behind DRAM but Q8_0 (float axpy)
-// and Q4_0 (8-bit integer sums, one token) do not.
-double axpy_crossover(DType t) {
-  switch (t) {
-    case DType::Q4_0: return 0.35;
-    case DType::Q8_0: return 0.4;
-    default: return 0.65;
-  }
-}
-
 // Compacts the candidates (w's subset, else all neurons) that fire for any of the n tokens into
 // s.idx (ascending) and returns how many; counts each token's own selected neurons into stats
 // (when given).
@@ -129,61 +117,6 @@ void gathered_activations(cpu::CpuContext& ctx, const FfnShape& shape, const Ffn
   }
 }
 
-// Drops from s.idx and a[n, k] (in place; rows become [n, k'] with k' the result) the neurons
-// whose activation is zero for every token, and counts the non-zero (token, neuron) pairs left.
-int64_t drop_zero_columns(float* a, int64_t n, int64_t k, FfnScratch& s, uint64_t& active) {
-  int64_t kept = 0;
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t hits = 0;
-    for (int64_t t = 0; t < n; ++t) hits += a[t * k + j] != 0.0f ? 1 : 0;
-    s.keep[static_cast<size_t>(j)] = hits > 0;
-    active += static_cast<uint64_t>(hits);
-    if (hits) s.idx[kept++] = s.idx[j];
-  }
-  // Destinations never run ahead of sources (t * kept + out <= t * k + j), so one forward pass.
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t out = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      if (s.keep[static_cast<size_t>(j)]) a[t * kept + out++] = a[t * k + j];
-    }
-  }
-  return kept;
-}
-
-// out[n, n_embd] = Σ_j a[t, j] · down_t[idx_j] (+ bias)
-void down_sparse(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
-                 const Selection& sel, const float* a, int64_t k, FfnScratch& s,
-                 SparseStats& stats) {
-  const FfnWeights& w = g.w;
-  const int64_t n_ff = shape.n_ff, n = g.n;
-  const int32_t* idx = s.idx.data();
-  const Matrix& dt = *w.down_t;
-  // An exact selection over a quantized ffn_down reads it as dense decoding does: the dense
-  // product rounds the activations to 8 bits per block before meeting the weights, which no
-  // neuron-major copy can reproduce (the skipped neurons are exact zeros, so the result is the
-  // dense one bit for bit).
-  const bool as_dense = w.down && w.down->present() &&
-                        ((sel.exact && dtype_block_size(w.down->type) > 1) ||
-                         k > axpy_crossover(dt.type) * n_ff);
-  if (as_dense) {
-    // Dense enough that streaming all of ffn_down beats the axpy (or exact, above): scatter a
-    // into a full, mostly zero activation vector per token, in the file's order.
-    float* const full = s.file_order.data();
-    std::fill(full, full + n * n_ff, 0.0f);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) {
-        full[t * n_ff + (w.order ? w.order[idx[j]] : idx[j])] = a[t * k + j];
-      }
-    }
-    linear(ctx, *w.down, full, n, g.out);
-    stats.weight_bytes += w.down->bytes();
-  } else {
-    sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, idx, k, a, n, g.out);
-    stats.weight_bytes += rows_bytes(&dt, k);
-  }
-  add_bias(ctx.isa(), g.out, w.down_bias, n, shape.n_embd);
-}
-
 }  // namespace
 
 void ffn_sparse(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
@@ -191,18 +124,15 @@ void ffn_sparse(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
   if (g.n > kMaxSparseBatch) fail("ffn_sparse: ", g.n, " tokens in one sparse group");
   // Two stages (Threshold): the neurons reaching the down projection are counted below.
   const bool two_stage = sel.down_threshold > 0.0f;
-  int64_t k = select(ctx.isa(), shape, g.w, sel, g.n, s, two_stage ? nullptr : &stats);
+  const int64_t k = select(ctx.isa(), shape, g.w, sel, g.n, s, two_stage ? nullptr : &stats);
   if (sel.kind == Selection::Kind::Activations) {
     decided_activations(ctx, shape, g, sel, k, s, stats);
   } else {
     gathered_activations(ctx, shape, g, sel, k, s, stats);
   }
   float* const a = s.up.data();
-  if (two_stage) {
-    mask_below(a, g.n * k, sel.down_threshold);
-    k = drop_zero_columns(a, g.n, k, s, stats.neurons_active);
-  }
-  down_sparse(ctx, shape, g, sel, a, k, s, stats);
+  if (two_stage) stats.neurons_active += mask_below(a, g.n * k, sel.down_threshold);
+  down_each_token(ctx, shape, g, sel, a, s.idx.data(), k, s, stats);
 }
 
 }  // namespace hearth::sparse

@@ -12,6 +12,8 @@
 namespace hearth::sparse {
 
 inline constexpr int64_t kMaxSparseBatch = 8;
+// The sparse modes' down projection holds the neuron lists of this many tokens at a time.
+inline constexpr int64_t kDownListBlock = 64;
 
 // The matrices of one layer's FFN. down_t (neuron-major) is required by the sparse modes and by
 // files without ffn_down; down is used for matrix-matrix batches when present.

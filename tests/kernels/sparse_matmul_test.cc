@@ -453,6 +453,45 @@ TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
   }
 }
 
+// Several tokens with lists of their own: each row is sparse_axpy of that token's list alone, bit
+// for bit, for short lists (one pass) and long ones (chunked partial sums), at any thread count.
+TEST(SparseOps, SparseAxpyEachIsOneSparseAxpyPerToken) {
+  const int64_t lengths[] = {700, 40, 1700, 130, 0, 999};  // per token; 0: an empty list
+  const int64_t n = 6, ld = 1800, rows = 1900;
+  for (DType t : test::kAllTypes) {
+    for (int64_t cols : {int64_t{256}, dtype_block_size(t) == 1 ? int64_t{203} : 96}) {
+      const auto w_t = test::random_weights(t, rows, cols, 31);
+      std::vector<int32_t> idx(static_cast<size_t>(n * ld));
+      std::vector<float> a(static_cast<size_t>(n * ld));
+      std::vector<int64_t> counts(lengths, lengths + n);
+      for (int64_t tok = 0; tok < n; ++tok) {
+        const auto list = random_idx(rows, counts[tok], 32 + static_cast<uint32_t>(tok));
+        const auto coef = sparse_coefficients(1, counts[tok], 40 + static_cast<uint32_t>(tok));
+        std::copy(list.begin(), list.end(), idx.begin() + tok * ld);
+        std::copy(coef.begin(), coef.end(), a.begin() + tok * ld);
+      }
+      for (cpu::Isa isa : isas()) {
+        for (int nth = 1; nth <= 3; ++nth) {
+          cpu::CpuContext ctx(nth, isa);
+          std::vector<float> want(static_cast<size_t>(n * cols), std::nanf(""));
+          for (int64_t tok = 0; tok < n; ++tok) {
+            sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data() + tok * ld, counts[tok],
+                        a.data() + tok * ld, 1, want.data() + tok * cols);
+          }
+          for (const int64_t nt : {int64_t{1}, int64_t{2}, n}) {
+            std::vector<float> y(static_cast<size_t>(nt * cols), std::nanf(""));
+            sparse_axpy_each(ctx, t, w_t.data(), rows, cols, idx.data(), a.data(), ld,
+                             counts.data(), nt, y.data());
+            EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                << " tokens=" << nt << " nth=" << nth;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The sparse down projection with every neuron active is the dense one: sparse_axpy over the
 // neuron-major W_t against matvec over W = W_t^T (for quantized types, over the dequantized W_t
 // as F32, since a transposed quantized matrix has other blocks).

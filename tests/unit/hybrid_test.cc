@@ -249,7 +249,7 @@ TEST(Hybrid, DisableGpuIndexKeepsTheFfnOnTheHost) {
 // device, the union of their neurons split between the device and the host.
 TEST(Hybrid, BatchedSequencesEqualSingleDevice) {
   const auto cpu = Model::load(sparse_model());
-  LoadOptions lo = standin(budget_for(cpu, 1.0 / 3), SparseMode::Predictor);
+  LoadOptions lo = standin(budget_for(cpu, 1.0 / 2), SparseMode::Predictor);
   lo.device.n_seq = 3;
   const auto hyb = Model::load(sparse_model(), lo);
   ASSERT_FALSE(hyb->device_name().empty()) << hyb->placement_note();

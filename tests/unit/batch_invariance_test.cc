@@ -1,0 +1,130 @@
+// Batch invariance: in every sparse mode a token's logits are the same bits whatever pass it was
+// evaluated in (one token at a time, a few, a whole prompt) and whatever the thread count, so a
+// prompt gives the same answer at any -b and with or without a prompt cache. Unset
+// SessionOptions::sparse_prompt (PowerInfer's dense prefill) gives that up, which the tests use to
+// show that they can tell the difference.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "hearth/model.h"
+#include "hearth/session.h"
+#include "model/quantize_model.h"
+#include "model/synth.h"
+
+namespace hearth {
+namespace {
+
+// A ReLU model with predictors: n_ff 1024, so that a token's active neurons fill several chunks
+// of the one-token axpy, and tokens fall on both sides of the dense-down crossover at 0.6.
+std::string relu_model(DType type, double sparsity) {
+  SynthOptions o = test::tiny_synth_options(type, FfnActivation::Relu);
+  o.n_embd = 256;
+  o.n_ff = 1024;
+  o.sparsity = sparsity;
+  const std::string path = test::temp_dir() + "/relu-" + std::string(dtype_name(type)) + "-" +
+                           std::to_string(static_cast<int>(sparsity * 100)) + ".gguf";
+  write_synthetic_model(o, path);
+  return path;
+}
+
+std::vector<int32_t> prompt() {
+  std::vector<int32_t> t = {1};
+  for (int i = 1; i < 40; ++i) t.push_back(2 + (i * 53) % 290);
+  return t;
+}
+
+// Every position's logits of the prompt, evaluated in passes of n_batch tokens.
+std::vector<float> all_logits(const std::shared_ptr<const Model>& m, SessionOptions o,
+                              int32_t n_batch, SparseStats* stats = nullptr) {
+  o.n_batch = n_batch;
+  Session s(m, o);
+  const auto tokens = prompt();
+  std::vector<float> out(tokens.size() * static_cast<size_t>(m->config().n_vocab));
+  s.eval_all(tokens, out);
+  if (stats) *stats = s.sparse_stats();
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The same bits at -b 1 (every token a decode step), 8 (the largest sparse group), 9 and 512 (a
+// whole prompt), and at one thread; different bits with a dense prompt.
+void expect_invariant(const std::shared_ptr<const Model>& m, const SessionOptions& o,
+                      const std::string& what) {
+  SCOPED_TRACE(what);
+  SparseStats stats;
+  const auto steps = all_logits(m, o, 1);
+  for (const int32_t b : {8, 9, 512}) {
+    EXPECT_TRUE(same_bits(steps, all_logits(m, o, b, &stats))) << "-b " << b;
+  }
+  EXPECT_LT(stats.neurons_active, stats.neurons_total) << "the prompt ran sparse";
+  SessionOptions one = o;
+  one.n_threads = 1;
+  EXPECT_TRUE(same_bits(steps, all_logits(m, one, 512))) << "one thread";
+  SessionOptions dense_prompt = o;
+  dense_prompt.sparse_prompt = false;
+  EXPECT_FALSE(same_bits(steps, all_logits(m, dense_prompt, 512))) << "a dense prompt differs";
+}
+
+SessionOptions options(SparseMode mode) {
+  SessionOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 64;
+  o.sparse = mode;
+  return o;
+}
+
+TEST(BatchInvariance, PredictorModeAtEveryBatchSize) {
+  for (const DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+    for (const double sparsity : {0.6, 0.8, 0.95}) {
+      const auto m = Model::load(relu_model(type, sparsity));
+      expect_invariant(m, options(SparseMode::Predictor),
+                       std::string(dtype_name(type)) + " sparsity " + std::to_string(sparsity));
+    }
+  }
+  // A K-quant mix (predictors stay f16): Q4_K rows with Q6_K ones on some layers.
+  const std::string q4_k_m = test::temp_dir() + "/relu-q4_k_m.gguf";
+  quantize_model(relu_model(DType::F16, 0.6), q4_k_m, *parse_quantize_target("q4_k_m"));
+  expect_invariant(Model::load(q4_k_m), options(SparseMode::Predictor), "q4_k_m");
+}
+
+TEST(BatchInvariance, OracleModeAtEveryBatchSize) {
+  for (const DType type : {DType::F16, DType::Q4_0}) {
+    const auto m = Model::load(relu_model(type, 0.6));
+    SCOPED_TRACE(dtype_name(type));
+    const auto steps = all_logits(m, options(SparseMode::Oracle), 1);
+    for (const int32_t b : {8, 9, 512}) {
+      EXPECT_TRUE(same_bits(steps, all_logits(m, options(SparseMode::Oracle), b))) << "-b " << b;
+    }
+  }
+}
+
+// Threshold mode with FFN-only thresholds and with model-wide ones (every projection's input);
+// the model is narrower than input_major_min_width, so decode steps read the file's matrices.
+TEST(BatchInvariance, ThresholdModeAtEveryBatchSize) {
+  SynthOptions so = test::tiny_synth_options(DType::F16);
+  so.n_embd = 128;
+  so.n_ff = 512;
+  const std::string path = test::temp_dir() + "/swiglu-thresholds.gguf";
+  write_synthetic_model(so, path);
+  const auto m = Model::load(path);
+  SessionOptions o = options(SparseMode::Threshold);
+  o.thresholds.assign(static_cast<size_t>(so.n_layer), LayerThresholds{0, 0, 0, 0.02f, 0.002f});
+  expect_invariant(m, o, "FFN thresholds");
+  o.thresholds.assign(static_cast<size_t>(so.n_layer),
+                      LayerThresholds{0.4f, 0.01f, 0.4f, 0.0f, 0.002f});
+  SparseStats stats;
+  all_logits(m, o, 512, &stats);
+  EXPECT_GT(stats.input_sparsity(), 0.1) << "the inputs are thresholded";
+  expect_invariant(m, o, "model-wide thresholds");
+}
+
+}  // namespace
+}  // namespace hearth
