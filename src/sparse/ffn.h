@@ -7,9 +7,10 @@
 // group of tokens, which neurons run; the mode-agnostic pipeline (ffn_pipeline.h) then computes
 // them. Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path (gathered rows,
 // down as an axpy over the neuron-major rows, each token keeping only its own neurons). Larger
-// batches (prompts) run the dense matrix-matrix kernels, so prompt speed does not regress; with
-// masked_batches they also apply the mode's per-token masks, and compute the same function as the
-// sparse path (perplexity measures a mode that way).
+// batches (prompts) compute up and gate with the dense matrix-matrix kernels; with
+// masked_batches (the default, SessionOptions::sparse_prompt) they apply each token's mask and
+// take each token's down projection as a decode step of it alone does, so every token's result is
+// the same bits in any batch. Without it they run the dense FFN (PowerInfer's prefill).
 //
 // A batch of several sequences (set_chunks) is decided chunk by chunk, as each would be alone: in
 // the sparse modes, runs of short chunks (decode steps) share the sparse path in groups of up to

@@ -1,11 +1,13 @@
 // The FFN after a rule has decided (neuron_rule.h), the same for every mode:
 //   up (and gate) products -> activation -> down, as an axpy over the selected neurons' rows of
-//   the neuron-major down_t or as the dense product, by density.
+//   the neuron-major down_t or as the dense product, by each token's density (down_each_token).
 //
 // ffn_sparse (decode steps, n <= kMaxSparseBatch): the union of the tokens' selected neurons is
 // compacted into one ascending index list, up/gate rows are gathered, and each token keeps only
 // its own neurons. ffn_dense (any n): every row of up/gate in one matrix-matrix product, the
-// selection then masking the activations per token (a prompt in a masked mode, and Dense).
+// selection then masking the activations per token (a prompt in a masked mode, and Dense). The
+// gathered and the dense products give a row the same bits, so both paths compute, token by
+// token, the same function.
 #pragma once
 
 #include <cstdint>

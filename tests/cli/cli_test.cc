@@ -87,6 +87,29 @@ TEST_F(Cli, NeuronReorderKeepsTheText) {
   }
 }
 
+// Batch invariance: in predictor mode the prompt gives the same greedy text at any -b (every
+// token a decode step, the largest sparse group, one more, a whole prompt) and thread count. The
+// high threshold makes the predictors skip neurons that fire, so that a prompt computed any other
+// way (densely, as before) gives other text.
+TEST_F(Cli, SparseTextDoesNotDependOnTheBatchSize) {
+  const std::string sparse = *dir_ + "/batch-relu.gguf";
+  const auto made = run_hearth({"synth", "-o", sparse, "--n-embd", "128", "--n-layer", "2",
+                                "--n-ff", "512", "--n-head", "4", "--n-head-kv", "2", "--n-vocab",
+                                "300", "--n-ctx", "128", "--type", "q8_0", "--sparsity", "0.7"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string prompt = "a prompt of some forty bytes, one token each";
+  const auto text = [&](const char* batch, const char* threads) {
+    const auto r = run_hearth({"run", "-m", sparse, "-p", prompt, "-n", "24", "--temp", "0",
+                               "--sparse", "predictor", "--sparse-threshold", "4", "-b", batch, "-t",
+                               threads});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string want = text("1", "2");
+  for (const char* b : {"8", "9", "512"}) EXPECT_EQ(text(b, "2"), want) << "-b " << b;
+  EXPECT_EQ(text("512", "1"), want) << "-t 1";
+}
+
 TEST_F(Cli, SameSeedSameText) {
   const std::vector<std::string> args = {"run", "-m", *model_, "-p", "abc", "-n", "16", "--temp",
                                          "1.0", "--top-k", "0", "--top-p", "1", "--min-p", "0"};

@@ -2,11 +2,14 @@
 // suite stays fast; docs/benchmarks.md has the full-text figures): predictors for the ReGLU
 // stories260K-relu reach recall 0.95 per layer on the eval text and keep perplexity within 2% and
 // greedy text within 95% of dense; FFN thresholds for the SwiGLU stories260K at 40% and 50%
-// sparsity keep perplexity within 3% and 6%; model-wide thresholds reach 40% in every layer. Calibrated on tinystories-calib.txt, measured on
-// tinystories-eval.txt.
+// sparsity keep perplexity within 3% and 6%; model-wide thresholds reach 40% in every layer; each
+// calibrated file gives the same logits bits at any batch size. Calibrated on
+// tinystories-calib.txt, measured on tinystories-eval.txt.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "calib/calibrate.h"
 #include "common/test_util.h"
@@ -38,6 +41,30 @@ double perplexity(const std::string& model, const std::string& shared, const std
                               {"-c", "256", "--chunks", "100", "-t", "2", "--sparse", mode});
 }
 
+// Batch invariance on a calibrated file: the logits of every position of a prompt from the eval
+// text are the same bits at -b 1, 8, 9 and 512.
+void expect_batch_invariant(const std::string& path, SparseMode mode, const std::string& shared) {
+  SCOPED_TRACE(path);
+  const auto model = Model::load(path);
+  const std::string text = test::read_file(shared + "/data/tinystories-eval.txt").substr(0, 300);
+  const std::vector<int32_t> tokens = model->tokenize(text, true);
+  const auto logits = [&](int32_t n_batch) {
+    SessionOptions o;
+    o.sparse = mode;
+    o.n_batch = n_batch;
+    o.n_threads = 2;
+    Session s(model, o);
+    std::vector<float> out(tokens.size() * static_cast<size_t>(model->config().n_vocab));
+    s.eval_all(tokens, out);
+    return out;
+  };
+  const std::vector<float> steps = logits(1);
+  for (const int32_t b : {8, 9, 512}) {
+    const std::vector<float> got = logits(b);
+    EXPECT_EQ(std::memcmp(got.data(), steps.data(), steps.size() * sizeof(float)), 0) << "-b " << b;
+  }
+}
+
 TEST(CalibrateGolden, StoriesReluPredictors) {
   HEARTH_SKIP_UNDER_SANITIZERS();
   HEARTH_REQUIRE_SHARED(shared);
@@ -61,6 +88,7 @@ TEST(CalibrateGolden, StoriesReluPredictors) {
   size_t same = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) same += a[i] == b[i];
   EXPECT_GE(same, 190u) << "of " << a.size() << " greedy tokens";
+  expect_batch_invariant(out, SparseMode::Predictor, shared);
 }
 
 TEST(CalibrateGolden, StoriesSwiGluThresholds) {
@@ -79,6 +107,7 @@ TEST(CalibrateGolden, StoriesSwiGluThresholds) {
     const std::string out = test::temp_dir() + "/swiglu.gguf";
     calib::write_calibrated_model(*model, r, out);
     EXPECT_LT(perplexity(out, shared, "threshold"), dense * bound) << "sparsity " << sparsity;
+    expect_batch_invariant(out, SparseMode::Threshold, shared);
   }
 }
 
@@ -103,6 +132,7 @@ TEST(CalibrateGolden, StoriesModelWideThresholds) {
   const double sparse = perplexity(out, shared, "threshold");
   EXPECT_GT(sparse, dense) << "skipping 40% of the weights should cost something";
   EXPECT_LT(sparse, dense * 1.30);
+  expect_batch_invariant(out, SparseMode::Threshold, shared);
 }
 
 }  // namespace

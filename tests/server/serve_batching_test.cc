@@ -64,6 +64,46 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
+// Batch invariance in predictor mode: a request's greedy text is the same alone (no cache, one
+// slot, one thread), again from the prompt cache, and beside three other streams that share its
+// forward passes, with its prompt fed in chunks of 4. The high threshold makes the predictors skip
+// neurons that fire, so that a prompt computed any other way gives other text.
+TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
+  const std::string model =
+      synth_model("sparse", {"--n-embd", "128", "--n-layer", "2", "--n-ff", "512", "--n-head", "4",
+                             "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
+                             "q8_0", "--sparsity", "0.7"});
+  const auto body = [](const std::string& prompt) {
+    return json{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+  };
+  const json mine = body("the request whose answer must not move: forty-odd bytes");
+  std::string expected;
+  {
+    ServerProcess alone({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t",
+                         "1", "--sparse", "predictor", "--sparse-threshold", "4"});
+    auto c = alone.client();
+    const auto r = post_json(c, "/v1/completions", mine);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    expected = r.body["choices"][0]["text"];
+    EXPECT_EQ(alone.stop(), 0);
+  }
+  ServerProcess server({"-m", model, "-c", "256", "--parallel", "4", "--prompt-chunk", "4", "-t",
+                        "2", "--sparse", "predictor", "--sparse-threshold", "4"});
+  auto c = server.client();
+  for (int i = 0; i < 2; ++i) {  // the second continues from the slot's cache
+    const auto r = post_json(c, "/v1/completions", mine);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["text"], expected) << "request " << i;
+  }
+  EXPECT_GT(metric(c, "hearth_prompt_tokens_cached_total"), 0);
+  std::vector<json> bodies = {body("another stream, longer than the first one by far"), mine,
+                              body("a third"), body("and a fourth stream of text")};
+  const auto got = post_streams([&] { return server.client(); }, "/v1/completions", bodies);
+  ASSERT_EQ(got[1].status, 200);
+  EXPECT_EQ(got[1].text, expected) << "beside three other streams";
+  EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
 // While one long reply runs, four short ones join its batch: they take far fewer engine steps than
 // they have tokens, and the long reply keeps going.
 TEST(ServeBatching, RequestsJoinARunningBatch) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,22 @@ TEST(BatchInvariance, OracleModeAtEveryBatchSize) {
       EXPECT_TRUE(same_bits(steps, all_logits(m, options(SparseMode::Oracle), b))) << "-b " << b;
     }
   }
+}
+
+// The server's prompt cache: a prompt that continues from a sequence's cached tokens (truncated
+// back to the shared prefix) gives the logits of the prompt evaluated afresh, bit for bit.
+TEST(BatchInvariance, ContinuingFromACacheGivesTheSameBits) {
+  const auto m = Model::load(relu_model(DType::Q8_0, 0.7));
+  const auto tokens = prompt();
+  const std::span<const int32_t> all(tokens);
+  Session fresh(m, options(SparseMode::Predictor));
+  const auto want = fresh.eval(all.first(30));
+  const std::vector<float> expected(want.begin(), want.end());
+  Session cached(m, options(SparseMode::Predictor));
+  cached.eval(all);  // a longer earlier request
+  cached.truncate(0, 20);
+  const auto got = cached.eval(all.subspan(20, 10));
+  EXPECT_TRUE(same_bits(expected, {got.begin(), got.end()}));
 }
 
 // Threshold mode with FFN-only thresholds and with model-wide ones (every projection's input);
