@@ -67,6 +67,16 @@ void expect_flag_keeps_text(const std::vector<std::string>& args, const std::str
   EXPECT_EQ(without.out, with.out) << flag;
 }
 
+// A 2-layer ReLU model with predictors (hearth synth --sparsity) at `path`.
+::testing::AssertionResult synth_relu(const std::string& path, const char* n_embd,
+                                      const char* n_ff, const char* type, const char* sparsity) {
+  const auto r = run_hearth({"synth", "-o", path, "--n-embd", n_embd, "--n-layer", "2", "--n-ff",
+                             n_ff, "--n-head", "4", "--n-head-kv", "2", "--n-vocab", "300",
+                             "--n-ctx", "128", "--type", type, "--sparsity", sparsity});
+  if (r.exit_code == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << r.err;
+}
+
 TEST_F(Cli, NoMmapGivesTheSameText) {
   expect_flag_keeps_text({"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"},
                          "--no-mmap");
@@ -76,10 +86,7 @@ TEST_F(Cli, NoMmapGivesTheSameText) {
 // same function, so dense greedy text is identical either way.
 TEST_F(Cli, NeuronReorderKeepsTheText) {
   const std::string sparse = *dir_ + "/tiny-relu.gguf";
-  const auto made = run_hearth({"synth", "-o", sparse, "--n-embd", "64", "--n-layer", "2",
-                                "--n-ff", "96", "--n-head", "4", "--n-head-kv", "2", "--n-vocab",
-                                "300", "--n-ctx", "64", "--type", "f32", "--sparsity", "0.8"});
-  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_TRUE(synth_relu(sparse, "64", "96", "f32", "0.8"));
   for (const char* mode : {"dense", "predictor"}) {
     expect_flag_keeps_text(
         {"run", "-m", sparse, "-p", "hello", "-n", "12", "--temp", "0", "--sparse", mode},
@@ -93,10 +100,7 @@ TEST_F(Cli, NeuronReorderKeepsTheText) {
 // way (densely, as before) gives other text.
 TEST_F(Cli, SparseTextDoesNotDependOnTheBatchSize) {
   const std::string sparse = *dir_ + "/batch-relu.gguf";
-  const auto made = run_hearth({"synth", "-o", sparse, "--n-embd", "128", "--n-layer", "2",
-                                "--n-ff", "512", "--n-head", "4", "--n-head-kv", "2", "--n-vocab",
-                                "300", "--n-ctx", "128", "--type", "q8_0", "--sparsity", "0.7"});
-  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_TRUE(synth_relu(sparse, "128", "512", "q8_0", "0.7"));
   const std::string prompt = "a prompt of some forty bytes, one token each";
   const auto text = [&](const char* batch, const char* threads) {
     const auto r = run_hearth({"run", "-m", sparse, "-p", prompt, "-n", "24", "--temp", "0",
