@@ -71,10 +71,16 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_option("--sparse-threshold", sparse_threshold,
                  "predictor threshold: a neuron is active iff its score >= F (default: the model's)")
       ->type_name("F");
-  app.add_flag("--dense-prompt", dense_prompt,
-               "in the sparse modes, run batches of more than 8 tokens dense, as PowerInfer's "
-               "prefill does (exact prompt KV cache; a token's output then depends on the batch "
-               "size)");
+  auto* dense = app.add_flag(
+      "--dense-prompt", dense_prompt,
+      "in the sparse modes, run batches of more than 8 tokens dense, as PowerInfer's prefill "
+      "does (exact prompt KV cache; a token's output then depends on the batch size)");
+  app.add_flag("--sparse-prompt", sparse_prompt,
+               "in the sparse modes, give prompt tokens the mode too, so that a token's output is "
+               "the same in any batch (the default, except for model-wide threshold files whose "
+               "decode reads input-major copies, where prompts then run through the copies, "
+               "slower)")
+      ->excludes(dense);
 }
 
 SessionOptions SessionFlags::options() const {
@@ -86,6 +92,7 @@ SessionOptions SessionFlags::options() const {
   o.sparse = sparse_modes().front();
   o.sparse_threshold = sparse_threshold;
   if (dense_prompt) o.sparse_prompt = false;
+  if (sparse_prompt) o.sparse_prompt = true;
   return o;
 }
 

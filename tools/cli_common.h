@@ -19,7 +19,7 @@ namespace hearth::cli {
 int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 // -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --no-reorder,
-// --sparse MODE, --sparse-threshold F, --dense-prompt
+// --sparse MODE, --sparse-threshold F, --dense-prompt, --sparse-prompt
 struct SessionFlags {
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
@@ -32,7 +32,8 @@ struct SessionFlags {
   // more than one.
   std::vector<std::string> sparse;
   float sparse_threshold = std::numeric_limits<float>::quiet_NaN();  // NaN: the model's
-  bool dense_prompt = false;  // SessionOptions::sparse_prompt unset
+  bool dense_prompt = false;   // SessionOptions::sparse_prompt = false
+  bool sparse_prompt = false;  // SessionOptions::sparse_prompt = true (neither: automatic)
 
   // Adds the flags to `app`. sparse_repeatable: --sparse may be given several times (bench).
   void add_to(CLI::App& app, bool sparse_repeatable = false);

@@ -117,8 +117,11 @@ AttentionThresholds Session::Impl::attention_thresholds(size_t il, int64_t n) {
   if (thresholds.empty()) return {};
   AttentionThresholds th{thresholds[il].attn_in, thresholds[il].attn_out,
                          static_cast<int32_t>(il), &stats};
-  // A decode step (every chunk decided sparsely) reads the input-major copies.
-  if (input_major && n <= sparse::kMaxSparseBatch) th.input_major = &input_major->layers[il];
+  // Sparse rows read the input-major copies: a decode step's, and a prompt's when prompts are
+  // sparse (so that every token gets what it gets alone).
+  if (input_major && (n <= sparse::kMaxSparseBatch || sparse_prompt)) {
+    th.input_major = &input_major->layers[il];
+  }
   return th;
 }
 

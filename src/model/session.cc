@@ -162,12 +162,17 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   if (model_wide(thresholds) && c.n_embd >= o.input_major_min_width) {
     input_major = &model.input_major();
     const size_t widest = std::max(static_cast<size_t>(c.n_embd), q_dim);
-    input_idx = AlignedBuffer(widest * sizeof(int32_t));
-    input_values = AlignedBuffer(widest * sizeof(float) * sparse::kMaxSparseBatch);
+    // Decode steps go through the copies, and so do prompts when they are sparse.
+    const size_t rows = sparse_prompt ? static_cast<size_t>(n_batch)
+                                      : std::min<size_t>(n_batch, sparse::kMaxSparseBatch);
+    input_idx = AlignedBuffer(widest * rows * sizeof(int32_t));
+    input_values = AlignedBuffer(widest * rows * sizeof(float));
+    input_counts = AlignedBuffer(rows * sizeof(int64_t));
   }
   attn_scratch = AttentionScratch{xn.f32(),  q.f32(),        k.f32(),        v.f32(),
                                   att.f32(), attn_out.f32(), attn_ws.data(), masked.f32(),
-                                  static_cast<int32_t*>(input_idx.data()), input_values.f32()};
+                                  static_cast<int32_t*>(input_idx.data()), input_values.f32(),
+                                  static_cast<int64_t*>(input_counts.data())};
   attn_chunks.resize(static_cast<size_t>(n_seq));
   logits.resize(static_cast<size_t>(c.n_vocab));
   bind_ffn(o.sparse_threshold);

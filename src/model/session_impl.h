@@ -71,8 +71,11 @@ struct Session::Impl {
   AlignedBuffer masked;    // [n_batch, n_embd] Threshold mode: attention input, small ones zeroed
   // Model-wide thresholds over input-major copies: a decode step's non-zero inputs.
   const sparse::InputMajor* input_major = nullptr;
-  AlignedBuffer input_idx;     // [max(n_embd, q_dim)] int32
-  AlignedBuffer input_values;  // [kMaxSparseBatch, max(n_embd, q_dim)]
+  // input_major: each row's non-zero inputs, for the rows that go through the copies (decode
+  // steps, and prompts when they are sparse): AttentionScratch's idx, compact and counts.
+  AlignedBuffer input_idx;     // [rows, max(n_embd, q_dim)] int32
+  AlignedBuffer input_values;  // [rows, max(n_embd, q_dim)]
+  AlignedBuffer input_counts;  // [rows] int64
   AttentionScratch attn_scratch;  // views of the buffers above
   std::vector<sparse::FfnWeights> ffn_weights;  // per layer
   // Hybrid execution: this session's part on the model's device, and per layer the host's FFN

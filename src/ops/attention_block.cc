@@ -64,12 +64,13 @@ void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t 
   }
 }
 
-// y[n, m_t.cols] = x[n, cols] · m^T through the input-major copy m_t, reading only the rows of
-// the inputs compacted into s.idx / s.compact (k of them); the bytes not read come off the
-// pass's count.
+// y[n, m_t.cols] = x[n, cols] · m^T through the input-major copy m_t, each row reading only the
+// rows of its own inputs, compacted into s.idx / s.compact / s.counts (row stride m_t.rows);
+// the rows no token needs (m_t.rows - k) come off the pass's count.
 void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m_t, const AttentionScratch& s,
                           int64_t k, int64_t n, float* y, const AttentionThresholds& th) {
-  sparse_axpy(ctx, m_t.type, m_t.data, m_t.rows, m_t.cols, s.idx, k, s.compact, n, y);
+  sparse_axpy_each(ctx, m_t.type, m_t.data, m_t.rows, m_t.cols, s.idx, s.compact, m_t.rows,
+                   s.counts, n, y);
   if (th.stats) {
     th.stats->weight_bytes -= static_cast<uint64_t>(m_t.rows - k) * row_bytes(m_t.type, m_t.cols);
   }
@@ -92,7 +93,7 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
   if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present()) {
-    const int64_t k = compact_columns(a, n, c.n_embd, s.idx, s.compact);
+    const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
     input_sparse_product(ctx, im->wq_t, s, k, n, s.q, th);
     input_sparse_product(ctx, im->wk_t, s, k, n, s.k, th);
     input_sparse_product(ctx, im->wv_t, s, k, n, s.v, th);
@@ -117,7 +118,7 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   }
   mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
   if (im && th.wo > 0.0f && im->wo_t.present()) {
-    const int64_t k = compact_columns(s.att, n, q_dim, s.idx, s.compact);
+    const int64_t k = compact_rows(s.att, n, q_dim, s.idx, s.compact, s.counts);
     input_sparse_product(ctx, im->wo_t, s, k, n, out, th);
   } else {
     linear(ctx, l.wo, s.att, n, out);

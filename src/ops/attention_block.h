@@ -69,8 +69,10 @@ struct AttentionScratch {
   float* out = nullptr;  // [n_batch, n_embd]            wo's output (attention_residual)
   void* workspace = nullptr;  // attention_workspace_bytes(attn, ctx.n_threads())
   float* masked = nullptr;    // [n_batch, n_embd] a with its small elements zeroed (qkv > 0)
-  int32_t* idx = nullptr;     // [max(n_embd, q_dim)] input_major: the inputs not zero
-  float* compact = nullptr;   // [rows, max(n_embd, q_dim)] input_major: those inputs' values
+  // input_major, per row (rows: the most the session passes through the copies):
+  int32_t* idx = nullptr;     // [rows, max(n_embd, q_dim)] the row's inputs that are not zero,
+  float* compact = nullptr;   // [rows, max(n_embd, q_dim)] their values,
+  int64_t* counts = nullptr;  // [rows]                     and how many
 };
 
 // out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),

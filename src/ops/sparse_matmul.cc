@@ -283,17 +283,26 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
   });
 }
 
-int64_t compact_columns(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a) {
-  int64_t k = 0;
-  for (int64_t j = 0; j < cols; ++j) {
-    bool any = false;
-    for (int64_t t = 0; t < n; ++t) any = any || x[t * cols + j] != 0.0f;
-    if (any) idx[k++] = static_cast<int32_t>(j);
-  }
+int64_t compact_rows(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a,
+                     int64_t* counts) {
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < k; ++i) a[t * k + i] = x[t * cols + idx[i]];
+    const float* row = x + t * cols;
+    int64_t k = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (row[j] == 0.0f) continue;
+      idx[t * cols + k] = static_cast<int32_t>(j);
+      a[t * cols + k++] = row[j];
+    }
+    counts[t] = k;
   }
-  return k;
+  if (n == 1) return counts[0];
+  int64_t any = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    bool used = false;
+    for (int64_t t = 0; t < n && !used; ++t) used = x[t * cols + j] != 0.0f;
+    any += used ? 1 : 0;
+  }
+  return any;
 }
 
 }  // namespace hearth

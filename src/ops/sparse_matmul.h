@@ -43,9 +43,11 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
                       int64_t cols, const int32_t* idx, const float* a, int64_t ld,
                       const int64_t* counts, int64_t n, float* y);
 
-// The columns of x[n, cols] with a non-zero element in any row, ascending, into idx[cols], and x
-// restricted to them into a[n, n_idx] (row stride n_idx); returns n_idx. With sparse_axpy over an
-// input-major copy of W, this makes x · W^T read only the rows of the inputs that are not zero.
-int64_t compact_columns(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a);
+// Each row of x[n, cols] as the list of its non-zero elements: their columns, ascending, into
+// idx[t * cols, + counts[t]) and their values into a[t * cols, ...]. Returns how many columns are
+// non-zero in some row. With sparse_axpy_each over an input-major copy of W, this makes each
+// row's x · W^T read only the rows of its own non-zero inputs, the bits it gets alone.
+int64_t compact_rows(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a,
+                     int64_t* counts);
 
 }  // namespace hearth

@@ -64,7 +64,7 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   const int64_t neurons = n * (w.neurons ? w.n_neurons : shape_.n_ff);
   const bool thresholds = decides && mode_.mode == SparseMode::Threshold;
   scratch_.n_inputs = -1;
-  if (thresholds) xn = threshold_input(w, xn, n, small, stats);
+  if (thresholds) xn = threshold_input(w, xn, n, stats);
   const uint64_t active_before = stats.neurons_active;
   const Selection sel = rule.decide(ctx, shape_, w, xn, p, n, scratch_, stats);
   const FfnGroup g{w, xn, p, n, out};
@@ -83,7 +83,7 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
 }
 
 const float* FfnExecutor::threshold_input(const FfnWeights& w, const float* xn, int64_t n,
-                                          bool small, SparseStats& stats) {
+                                          SparseStats& stats) {
   // Gate and up skip the columns of the zeroed elements, counted per element as its weights in
   // every neuron's rows. At threshold 0 nothing is zeroed, but the weights still count.
   const int64_t elements = n * shape_.n_embd;
@@ -93,10 +93,12 @@ const float* FfnExecutor::threshold_input(const FfnWeights& w, const float* xn, 
     std::copy_n(xn, elements, masked);
     kept = mask_below(masked, elements, w.in_threshold);
     xn = masked;
-    // Decode steps over input-major copies read only the rows of the inputs left.
-    if (small && !w.neurons && w.up_t && w.up_t->present()) {
-      scratch_.n_inputs = compact_columns(xn, n, shape_.n_embd, scratch_.input_idx.data(),
-                                          scratch_.input_values.data());
+    // Rows decided sparsely read only the rows of their inputs left from the input-major
+    // copies: decode steps, and prompts when they are masked too.
+    if (!w.neurons && w.up_t && w.up_t->present()) {
+      scratch_.n_inputs =
+          compact_rows(xn, n, shape_.n_embd, scratch_.input_idx.data(),
+                       scratch_.input_values.data(), scratch_.input_counts.data());
     }
   }
   const int64_t per_element =

@@ -53,12 +53,11 @@ void ffn_dense(cpu::CpuContext& ctx, const FfnShape& shape, FfnObserver* observe
   } else {
     if (gated && !decided) {
       linear_shared(ctx, {{w.up, a}, {w.gate, s.gate.data()}}, g.xn, g.n);
-      stats.weight_bytes += w.gate->bytes();
+      stats.weight_bytes += w.gate->bytes() + w.up->bytes();
     } else {
-      linear(ctx, *w.up, g.xn, g.n, a);
+      all_rows_product(ctx, *w.up, w.up_t, g.xn, g.n, s, a, stats);
     }
     add_bias(ctx.isa(), a, w.up_bias, g.n, n_ff);
-    stats.weight_bytes += w.up->bytes();
     if (gated && shape.up_relu) activate(ctx.isa(), Activation::Relu, a, total, a);
   }
 

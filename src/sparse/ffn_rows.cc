@@ -10,8 +10,8 @@ namespace hearth::sparse {
 void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, const float* xn,
                       int64_t n, FfnScratch& s, float* y, SparseStats& stats) {
   if (m_t && m_t->present() && s.n_inputs >= 0) {
-    sparse_axpy(ctx, m_t->type, m_t->data, m_t->rows, m_t->cols, s.input_idx.data(), s.n_inputs,
-                s.input_values.data(), n, y);
+    sparse_axpy_each(ctx, m_t->type, m_t->data, m_t->rows, m_t->cols, s.input_idx.data(),
+                     s.input_values.data(), m_t->rows, s.input_counts.data(), n, y);
     stats.weight_bytes += rows_bytes(m_t, s.n_inputs);
   } else {
     linear(ctx, m, xn, n, y);

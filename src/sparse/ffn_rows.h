@@ -27,9 +27,9 @@ const float* in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, in
 // u[n, k] += bias[idx] in every row (the bias of k gathered neurons); nothing without a bias.
 void add_gathered_bias(const float* bias, const int32_t* idx, int64_t k, int64_t n, float* u);
 
-// y[n, m.rows] = xn[n, n_embd] · m^T over every row: through m's input-major copy m_t, reading
-// only the rows of the inputs compacted in s (s.n_inputs >= 0), else the dense product. Adds the
-// bytes read to stats. No bias.
+// y[n, m.rows] = xn[n, n_embd] · m^T over every row: through m's input-major copy m_t, each
+// token reading only the rows of its own inputs compacted in s (s.n_inputs >= 0), else the dense
+// product. Adds the bytes read (the rows some token needs) to stats. No bias.
 void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, const float* xn,
                       int64_t n, FfnScratch& s, float* y, SparseStats& stats);
 

@@ -52,7 +52,8 @@ FfnScratch::FfnScratch(const FfnShape& shape, const FfnMode& mode) {
   observed.resize(z.observed);
   input.resize(z.input);
   input_values.resize(z.input);
-  input_idx.resize(z.input ? static_cast<size_t>(shape.n_embd) : 0);
+  input_idx.resize(z.input);
+  input_counts.resize(z.input ? z.decide_rows : 0);
   down_tokens.resize(z.decide_rows);
   list_tokens.resize(z.list_rows);
   down_counts.resize(z.list_rows);
@@ -68,9 +69,9 @@ uint64_t FfnScratch::bytes(const FfnShape& shape, const FfnMode& mode) {
   const Sizes z = sizes(shape, mode);
   const size_t floats = z.gate + z.up + z.decided + z.score + z.hidden + z.file_order +
                         z.observed + 2 * z.input + z.list_rows * z.n_ff + z.down_out;
-  const size_t int32s = (z.input ? static_cast<size_t>(shape.n_embd) : 0) + z.decide_rows +
-                        z.list_rows + z.list_rows * z.n_ff + 2 * z.n_ff;
-  return floats * sizeof(float) + int32s * sizeof(int32_t) + z.list_rows * sizeof(int64_t);
+  const size_t int32s = z.input + z.decide_rows + z.list_rows + z.list_rows * z.n_ff + 2 * z.n_ff;
+  const size_t int64s = (z.input ? z.decide_rows : 0) + z.list_rows;
+  return floats * sizeof(float) + int32s * sizeof(int32_t) + int64s * sizeof(int64_t);
 }
 
 }  // namespace hearth::sparse

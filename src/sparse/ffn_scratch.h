@@ -30,9 +30,12 @@ struct FfnScratch {
   std::vector<float> observed;    // [n_batch, n_ff] observer: act(gate) in the file's order
   std::vector<float> input;       // [decide_rows, n_embd] Threshold: the input with its small
                                   //                 elements zeroed
-  std::vector<int32_t> input_idx;    // [n_embd] Threshold, input-major copies: the group's inputs
-  std::vector<float> input_values;   // [decide_rows, n_embd] not zero, and their values
-  int64_t n_inputs = -1;             // how many; -1: not compacted for this group
+  // Threshold, input-major copies: each row's inputs that are not zero, their values, how many,
+  // and how many columns some row needs (-1: not compacted for this group).
+  std::vector<int32_t> input_idx;     // [decide_rows, n_embd]
+  std::vector<float> input_values;    // [decide_rows, n_embd]
+  std::vector<int64_t> input_counts;  // [decide_rows]
+  int64_t n_inputs = -1;
   // The down projection of the sparse modes, token by token (ffn_down.cc):
   std::vector<int32_t> down_tokens;  // [decide_rows] the tokens that take the dense product
   std::vector<int32_t> list_tokens;  // [list_rows] the tokens that take the axpy, a block at a time

@@ -123,24 +123,53 @@ TEST(BatchInvariance, ContinuingFromACacheGivesTheSameBits) {
   EXPECT_TRUE(same_bits(expected, {got.begin(), got.end()}));
 }
 
+// A SwiGLU model (n_embd 128, 2 layers, n_ff 512) in `type`, no thresholds of its own.
+std::shared_ptr<const Model> swiglu_model(DType type) {
+  SynthOptions so = test::tiny_synth_options(type);
+  so.n_embd = 128;
+  so.n_ff = 512;
+  const std::string path = test::temp_dir() + "/swiglu-" + std::string(dtype_name(type)) + ".gguf";
+  write_synthetic_model(so, path);
+  return Model::load(path);
+}
+
+// Threshold options with model-wide thresholds: every projection's input, and down's.
+SessionOptions model_wide(const Model& m) {
+  SessionOptions o = options(SparseMode::Threshold);
+  o.thresholds.assign(static_cast<size_t>(m.config().n_layer),
+                      LayerThresholds{0.4f, 0.01f, 0.4f, 0.0f, 0.002f});
+  return o;
+}
+
 // Threshold mode with FFN-only thresholds and with model-wide ones (every projection's input);
 // the model is narrower than input_major_min_width, so decode steps read the file's matrices.
 TEST(BatchInvariance, ThresholdModeAtEveryBatchSize) {
-  SynthOptions so = test::tiny_synth_options(DType::F16);
-  so.n_embd = 128;
-  so.n_ff = 512;
-  const std::string path = test::temp_dir() + "/swiglu-thresholds.gguf";
-  write_synthetic_model(so, path);
-  const auto m = Model::load(path);
-  SessionOptions o = options(SparseMode::Threshold);
-  o.thresholds.assign(static_cast<size_t>(so.n_layer), LayerThresholds{0, 0, 0, 0.02f, 0.002f});
-  expect_invariant(m, o, "FFN thresholds");
-  o.thresholds.assign(static_cast<size_t>(so.n_layer),
-                      LayerThresholds{0.4f, 0.01f, 0.4f, 0.0f, 0.002f});
+  const auto m = swiglu_model(DType::F16);
+  SessionOptions ffn = options(SparseMode::Threshold);
+  ffn.thresholds.assign(static_cast<size_t>(m->config().n_layer),
+                        LayerThresholds{0, 0, 0, 0.02f, 0.002f});
+  expect_invariant(m, ffn, "FFN thresholds");
+  SessionOptions o = model_wide(*m);
   SparseStats stats;
   all_logits(m, o, 512, &stats);
   EXPECT_GT(stats.input_sparsity(), 0.1) << "the inputs are thresholded";
   expect_invariant(m, o, "model-wide thresholds");
+  // Through input-major copies (made for models this wide and wider): decode steps read them,
+  // so sparse prompts must too; by default such sessions keep dense prompts instead.
+  o.input_major_min_width = 0;
+  o.sparse_prompt = true;
+  expect_invariant(m, o, "model-wide thresholds, input-major copies");
+  o.sparse_prompt.reset();
+  EXPECT_FALSE(same_bits(all_logits(m, o, 1), all_logits(m, o, 512))) << "dense prompts by default";
+}
+
+// The same through requantized copies (a Q4_0 model's are Q4_0 again, rounded a second time).
+TEST(BatchInvariance, QuantizedInputMajorCopies) {
+  const auto m = swiglu_model(DType::Q4_0);
+  SessionOptions o = model_wide(*m);
+  o.input_major_min_width = 0;
+  o.sparse_prompt = true;
+  expect_invariant(m, o, "q4_0, input-major copies");
 }
 
 }  // namespace
