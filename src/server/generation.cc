@@ -1,5 +1,10 @@
 #include "server/generation.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
 namespace hearth::server {
 
 const char* finish_reason(Finish f) {
@@ -9,6 +14,31 @@ const char* finish_reason(Finish f) {
     case Finish::Cancelled: return "cancelled";
   }
   return "?";
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t id, int32_t n,
+                             std::vector<int32_t>& order) {
+  // log p_i = l_i - (max + log Σ exp(l_j - max)), summed in double in vocabulary order.
+  double max = -std::numeric_limits<double>::infinity();
+  for (const float l : logits) max = std::max(max, static_cast<double>(l));
+  double sum = 0;
+  for (const float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  const double lse = max + std::log(sum);
+  TokenLogprobs t;
+  t.id = id;
+  t.logprob = static_cast<double>(logits[static_cast<size_t>(id)]) - lse;
+  const auto k = static_cast<ptrdiff_t>(std::min<size_t>(static_cast<size_t>(n), logits.size()));
+  order.resize(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la > lb || (la == lb && a < b);
+  });
+  for (ptrdiff_t i = 0; i < k; ++i) {
+    const int32_t j = order[static_cast<size_t>(i)];
+    t.top.emplace_back(j, static_cast<double>(logits[static_cast<size_t>(j)]) - lse);
+  }
+  return t;
 }
 
 size_t utf8_complete_prefix(std::string_view s) {

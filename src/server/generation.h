@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hearth/sampling.h"
@@ -25,7 +27,19 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool trim_leading_space = false;  // a chat reply does not start with the SentencePiece space
   bool ignore_eos = false;          // end-of-generation tokens are never sampled
+  int32_t logprobs = -1;  // -1: none; else each token's log-probability and this many alternatives
 };
+
+// A generated token's log-probability under the model (the log-softmax of its logits, before any
+// sampling parameter) and the `n` most likely tokens with theirs, most likely first.
+struct TokenLogprobs {
+  int32_t id = 0;
+  double logprob = 0;
+  std::vector<std::pair<int32_t, double>> top;
+};
+// `order` is scratch of the vocabulary's size.
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t id, int32_t n,
+                             std::vector<int32_t>& order);
 
 enum class Finish { Stop, Length, Cancelled };
 const char* finish_reason(Finish f);  // "stop", "length", "cancelled"
@@ -37,6 +51,7 @@ struct GenerationResult {
   Finish finish = Finish::Stop;
   double prompt_s = 0;  // from the slot's start to the prompt's logits
   double gen_s = 0;     // from there to the end
+  std::vector<TokenLogprobs> logprobs;  // per generated token, when the request asked
 };
 
 // The length of the longest prefix of s that does not end inside a UTF-8 character.

@@ -165,6 +165,23 @@ std::string default_error_body(int status, std::string_view message) {
   return error_body(status, message.empty() ? fallback : message, type);
 }
 
+namespace {
+
+// OpenAI's log-probability fields: -1 for none, else how many alternatives per token.
+int32_t parse_logprobs(const json& j, Endpoint endpoint) {
+  constexpr int64_t kMaxTop = 20;
+  if (endpoint == Endpoint::Completion) {
+    return static_cast<int32_t>(integer_in(j, "logprobs", 0, kMaxTop, -1));
+  }
+  const json* on = field(j, "logprobs", &json::is_boolean, "a boolean");
+  const int64_t top = integer_in(j, "top_logprobs", 0, kMaxTop, -1);
+  if (top >= 0 && !(on && on->get<bool>())) bad("'top_logprobs' needs 'logprobs': true");
+  if (!on || !on->get<bool>()) return -1;
+  return static_cast<int32_t>(std::max<int64_t>(top, 0));
+}
+
+}  // namespace
+
 CompletionRequest parse_completion_request(std::string_view body, Endpoint endpoint) {
   const json j = parse_object(body);
   CompletionRequest r;
@@ -197,6 +214,8 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
   if (const json* ignore = field(j, "ignore_eos", &json::is_boolean, "a boolean")) {
     r.ignore_eos = ignore->get<bool>();
   }
+  r.logprobs = parse_logprobs(j, endpoint);
+  if (r.logprobs >= 0 && r.stream) bad("'logprobs' is not supported with 'stream' yet");
   return r;
 }
 
@@ -245,12 +264,59 @@ std::string format_content(std::string_view content) {
   return dump({{"content", std::string(content)}});
 }
 
+namespace {
+
+json utf8_bytes(const std::string& s) {
+  json b = json::array();
+  for (const char c : s) b.push_back(static_cast<unsigned char>(c));
+  return b;
+}
+
+// Chat's form: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}, ...]}.
+json chat_logprobs(const std::vector<LogprobEntry>& entries) {
+  json content = json::array();
+  for (const LogprobEntry& e : entries) {
+    json top = json::array();
+    for (const auto& [token, lp] : e.top) {
+      top.push_back({{"token", token}, {"logprob", lp}, {"bytes", utf8_bytes(token)}});
+    }
+    content.push_back({{"token", e.token},
+                       {"logprob", e.logprob},
+                       {"bytes", utf8_bytes(e.token)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// The legacy completions' form: parallel arrays, text_offset counting bytes of the reply.
+json completion_logprobs(const std::vector<LogprobEntry>& entries) {
+  json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.token);
+    lps.push_back(e.logprob);
+    json top = json::object();
+    for (const auto& [token, lp] : e.top) top[token] = lp;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += e.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
+}  // namespace
+
 std::string format_response(const CompletionInfo& info, std::string_view text,
-                            std::string_view finish_reason, const Usage& usage) {
+                            std::string_view finish_reason, const Usage& usage,
+                            const std::vector<LogprobEntry>* logprobs) {
   json r = base_object(info);
-  // logprobs is never computed, but OpenAI's schema has the field (null) in both kinds of choice.
   json choice = {
       {"index", 0}, {"finish_reason", std::string(finish_reason)}, {"logprobs", nullptr}};
+  if (logprobs) {
+    choice["logprobs"] = info.endpoint == Endpoint::Chat ? chat_logprobs(*logprobs)
+                                                         : completion_logprobs(*logprobs);
+  }
   if (info.endpoint == Endpoint::Chat) {
     choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
   } else {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hearth/sampling.h"
@@ -44,6 +45,9 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool ignore_eos = false;  // llama.cpp's extension: generate past end-of-generation tokens
+  // -1: no log-probabilities; else each token's and this many alternatives (completions'
+  // "logprobs": N; chat's "logprobs": true with "top_logprobs": N).
+  int32_t logprobs = -1;
 };
 
 // Parses and validates a /v1/chat/completions or /v1/completions body. Unknown fields are
@@ -75,9 +79,18 @@ struct Usage {
   int32_t completion_tokens = 0;
 };
 
-// The non-streaming response body; finish_reason is "stop" or "length".
+// A generated token's text and log-probability, with the most likely alternatives.
+struct LogprobEntry {
+  std::string token;
+  double logprob = 0;
+  std::vector<std::pair<std::string, double>> top;  // most likely first
+};
+
+// The non-streaming response body; finish_reason is "stop" or "length". With logprobs (one per
+// generated token) the choice carries them in the endpoint's OpenAI form, else "logprobs": null.
 std::string format_response(const CompletionInfo& info, std::string_view text,
-                            std::string_view finish_reason, const Usage& usage);
+                            std::string_view finish_reason, const Usage& usage,
+                            const std::vector<LogprobEntry>* logprobs = nullptr);
 
 // One Server-Sent Event ("data: ...\n\n") of a streaming response: the first of a chat carries the
 // role; text chunks carry content; the last carries finish_reason and the usage. [DONE] follows.

@@ -68,10 +68,28 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   }
   g.max_tokens = req.max_tokens;
   g.ignore_eos = req.ignore_eos;
+  g.logprobs = req.logprobs;
   g.sampling = req.sampling;
   if (!req.has_seed) g.sampling.seed = std::random_device{}();
   g.stop.insert(g.stop.end(), req.stop.begin(), req.stop.end());
   return g;
+}
+
+// The response body of a finished job: its text, and its tokens' log-probabilities when it asked.
+std::string final_body(const Model& model, const CompletionInfo& info, const std::string& text,
+                       const GenerationJob& job) {
+  const GenerationResult& r = job.result();
+  const Usage usage{r.n_prompt, r.n_generated};
+  if (job.request().logprobs < 0) {
+    return format_response(info, text, openai_finish(r.finish), usage);
+  }
+  std::vector<LogprobEntry> entries;
+  for (const TokenLogprobs& t : r.logprobs) {
+    LogprobEntry e{model.token_to_piece(t.id), t.logprob, {}};
+    for (const auto& [id, lp] : t.top) e.top.emplace_back(model.token_to_piece(id), lp);
+    entries.push_back(std::move(e));
+  }
+  return format_response(info, text, openai_finish(r.finish), usage, &entries);
 }
 
 // The answer to a client that has finished sending while it waited (its FIN arrived): it has
@@ -83,7 +101,8 @@ HttpResponse answer_half_closed(Server::State& s, const std::shared_ptr<Generati
                                 const CompletionInfo& info, std::string text) {
   HttpResponse res;
   Scheduler* scheduler = s.scheduler.get();
-  res.stream = [job, info, text = std::move(text), scheduler](StreamSink& sink) mutable {
+  res.stream = [job, info, text = std::move(text), scheduler,
+                model = s.model](StreamSink& sink) mutable {
     std::string piece;
     bool probe = true;
     for (;;) {
@@ -97,11 +116,9 @@ HttpResponse answer_half_closed(Server::State& s, const std::shared_ptr<Generati
                          ? error_body(503, job->error(), "unavailable_error")
                          : error_body(500, job->error(), "server_error"));
           return;
-        case GenerationJob::Event::Done: {
-          const GenerationResult& r = job->result();
-          sink.write(format_response(info, text, openai_finish(r.finish), {r.n_prompt, r.n_generated}));
+        case GenerationJob::Event::Done:
+          sink.write(final_body(*model, info, text, *job));
           return;
-        }
       }
     }
   };
@@ -128,11 +145,8 @@ HttpResponse wait_for_result(Server::State& s, const std::shared_ptr<GenerationJ
         return job->error() == kShuttingDown
                    ? error_response(503, job->error(), "unavailable_error")
                    : error_response(500, job->error(), "server_error");
-      case GenerationJob::Event::Done: {
-        const GenerationResult& r = job->result();
-        return json_response(200, format_response(info, text, openai_finish(r.finish),
-                                                  {r.n_prompt, r.n_generated}));
-      }
+      case GenerationJob::Event::Done:
+        return json_response(200, final_body(*s.model, info, text, *job));
     }
   }
 }

@@ -69,6 +69,7 @@ class Slot {
   std::optional<text::StopStringMatcher> stops_;
   std::vector<float> work_;      // [n_vocab] logits the sampler may modify
   std::vector<int32_t> banned_;  // with ignore_eos: every end-of-generation token
+  std::vector<int32_t> order_;   // [n_vocab] scratch of token_logprobs
   bool trim_ = false;            // still dropping the whitespace before the reply's first word
   std::string pending_;          // text held back: an unfinished UTF-8 character
   bool ended_ = false;

@@ -5,8 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/generation.h"
 #include "server/openai.h"
@@ -135,6 +137,64 @@ TEST(OpenAiFormat, ChatAndCompletionResponses) {
     ASSERT_TRUE(r["choices"][0].contains("logprobs")) << r;
     EXPECT_TRUE(r["choices"][0]["logprobs"].is_null()) << r;
   }
+}
+
+TEST(OpenAiParse, LogprobsFields) {
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(parse_completion_request("{" + m + "}", Endpoint::Chat).logprobs, -1);
+  EXPECT_EQ(parse_completion_request("{" + m + R"(,"logprobs":true})", Endpoint::Chat).logprobs, 0);
+  EXPECT_EQ(
+      parse_completion_request("{" + m + R"(,"logprobs":true,"top_logprobs":3})", Endpoint::Chat)
+          .logprobs,
+      3);
+  EXPECT_EQ(parse_completion_request("{" + m + R"(,"logprobs":false})", Endpoint::Chat).logprobs,
+            -1);
+  expect_refused("{" + m + R"(,"top_logprobs":3})", "'top_logprobs' needs 'logprobs': true");
+  expect_refused("{" + m + R"(,"logprobs":1})", "'logprobs' must be a boolean");
+  expect_refused("{" + m + R"(,"logprobs":true,"top_logprobs":21})", "'top_logprobs'");
+  expect_refused("{" + m + R"(,"logprobs":true,"stream":true})", "not supported with 'stream'");
+  const std::string p = R"("prompt":"x")";
+  EXPECT_EQ(parse_completion_request("{" + p + R"(,"logprobs":2})", Endpoint::Completion).logprobs,
+            2);
+  expect_refused("{" + p + R"(,"logprobs":true})", "'logprobs' must be an integer",
+                 Endpoint::Completion);
+  expect_refused("{" + p + R"(,"logprobs":-1})", "'logprobs'", Endpoint::Completion);
+}
+
+TEST(OpenAiFormat, LogprobsInBothForms) {
+  const std::vector<LogprobEntry> entries = {{"He", -0.5, {{"He", -0.5}, {"She", -1.25}}},
+                                             {"llo", -0.125, {{"llo", -0.125}, {"y", -3.0}}}};
+  const CompletionInfo chat{Endpoint::Chat, "chatcmpl-1", "m.gguf", 42};
+  const json c = json::parse(format_response(chat, "Hello", "stop", {5, 2}, &entries));
+  const json& content = c["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["token"], "He");
+  EXPECT_EQ(content[0]["logprob"], -0.5);
+  EXPECT_EQ(content[0]["bytes"], json::array({72, 101}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "She");
+  EXPECT_EQ(content[0]["top_logprobs"][1]["logprob"], -1.25);
+  const CompletionInfo text{Endpoint::Completion, "cmpl-1", "m.gguf", 42};
+  const json t = json::parse(format_response(text, "Hello", "stop", {5, 2}, &entries));
+  const json& lp = t["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"He", "llo"}));
+  EXPECT_EQ(lp["token_logprobs"], json::array({-0.5, -0.125}));
+  EXPECT_EQ(lp["top_logprobs"][1]["y"], -3.0);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 2}));
+}
+
+TEST(Generation, TokenLogprobsAreTheLogSoftmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
+  std::vector<int32_t> order;
+  const TokenLogprobs t = token_logprobs(logits, 2, 3, order);
+  double z = 0;
+  for (const float l : logits) z += std::exp(static_cast<double>(l));
+  EXPECT_NEAR(t.logprob, 2.0 - std::log(z), 1e-12);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].first, 1);  // ties: the lower id first
+  EXPECT_EQ(t.top[1].first, 3);
+  EXPECT_EQ(t.top[2].first, 2);
+  EXPECT_NEAR(t.top[0].second, 3.0 - std::log(z), 1e-12);
+  EXPECT_TRUE(token_logprobs(logits, 0, 0, order).top.empty());
 }
 
 json event(const std::string& sse) {

@@ -79,6 +79,35 @@ TEST_F(ServeApi, ChatCompletionReportsUsageAndFinishReason) {
   }
 }
 
+// logprobs: one entry per generated token, each the log-probability of that token with the most
+// likely alternatives first; at temperature 0 the token is the most likely one.
+TEST_F(ServeApi, ChatLogprobsDescribeEveryToken) {
+  auto c = client();
+  json body = chat("hello", 8);
+  body["temperature"] = 0;
+  body["logprobs"] = true;
+  body["top_logprobs"] = 3;
+  const auto r = post_json(c, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& content = r.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), r.body["usage"]["completion_tokens"].get<size_t>()) << r.raw;
+  for (const json& e : content) {
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    EXPECT_EQ(e["logprob"], e["top_logprobs"][0]["logprob"]) << "greedy takes the most likely";
+    EXPECT_EQ(e["token"], e["top_logprobs"][0]["token"]);
+    EXPECT_GE(e["top_logprobs"][0]["logprob"].get<double>(),
+              e["top_logprobs"][1]["logprob"].get<double>());
+  }
+  body.erase("logprobs");
+  const auto plain = post_json(c, "/v1/chat/completions", body);
+  EXPECT_EQ(plain.status, 400) << "top_logprobs without logprobs";
+  body.erase("top_logprobs");
+  const auto none = post_json(c, "/v1/chat/completions", body);
+  ASSERT_EQ(none.status, 200);
+  EXPECT_TRUE(none.body["choices"][0]["logprobs"].is_null());
+}
+
 TEST_F(ServeApi, SeededSamplingIsReproducible) {
   auto c = client();
   const json body = {{"prompt", "once upon"}, {"max_tokens", 12}, {"temperature", 0.9}, {"seed", 3}};

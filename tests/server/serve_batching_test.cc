@@ -64,9 +64,10 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-// Batch invariance in predictor mode: a request's greedy text is the same alone (no cache, one
-// slot, one thread), again from the prompt cache, and beside three other streams that share its
-// forward passes, with its prompt fed in chunks of 4. The high threshold makes the predictors skip
+// Batch invariance in predictor mode: a request's greedy text and its tokens' log-probabilities
+// (the logits' log-softmax, compared as exact doubles) are the same alone (no cache, one slot, one
+// thread), again from the prompt cache, and beside three other requests that share its forward
+// passes, with its prompt fed in chunks of 4. The high threshold makes the predictors skip
 // neurons that fire, so that a prompt computed any other way gives other text.
 TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
   const std::string model =
@@ -74,33 +75,44 @@ TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
                              "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
                              "q8_0", "--sparsity", "0.7"});
   const auto body = [](const std::string& prompt) {
-    return json{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true}};
+    return json{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
+                {"logprobs", 5}};
   };
   const json mine = body("the request whose answer must not move: forty-odd bytes");
-  std::string expected;
+  json expected;
   {
     ServerProcess alone({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t",
                          "1", "--sparse", "predictor", "--sparse-threshold", "4"});
     auto c = alone.client();
     const auto r = post_json(c, "/v1/completions", mine);
     ASSERT_EQ(r.status, 200) << r.raw;
-    expected = r.body["choices"][0]["text"];
+    expected = r.body["choices"][0];
+    ASSERT_EQ(expected["logprobs"]["token_logprobs"].size(), 24u) << r.raw;
     EXPECT_EQ(alone.stop(), 0);
   }
+  const auto expect_same = [&](const JsonReply& r, const std::string& what) {
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["text"], expected["text"]) << what;
+    EXPECT_EQ(r.body["choices"][0]["logprobs"], expected["logprobs"]) << what;
+  };
   ServerProcess server({"-m", model, "-c", "256", "--parallel", "4", "--prompt-chunk", "4", "-t",
                         "2", "--sparse", "predictor", "--sparse-threshold", "4"});
   auto c = server.client();
-  for (int i = 0; i < 2; ++i) {  // the second continues from the slot's cache
-    const auto r = post_json(c, "/v1/completions", mine);
-    ASSERT_EQ(r.status, 200) << r.raw;
-    EXPECT_EQ(r.body["choices"][0]["text"], expected) << "request " << i;
-  }
+  expect_same(post_json(c, "/v1/completions", mine), "a fresh slot");
+  expect_same(post_json(c, "/v1/completions", mine), "from the prompt cache");
   EXPECT_GT(metric(c, "hearth_prompt_tokens_cached_total"), 0);
-  std::vector<json> bodies = {body("another stream, longer than the first one by far"), mine,
-                              body("a third"), body("and a fourth stream of text")};
-  const auto got = post_streams([&] { return server.client(); }, "/v1/completions", bodies);
-  ASSERT_EQ(got[1].status, 200);
-  EXPECT_EQ(got[1].text, expected) << "beside three other streams";
+  const std::vector<json> bodies = {body("another request, longer than the first one by far"),
+                                    mine, body("a third"), body("and a fourth request of text")};
+  std::vector<JsonReply> got(bodies.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto ci = server.client();
+      got[i] = post_json(ci, "/v1/completions", bodies[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  expect_same(got[1], "beside three other requests");
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
