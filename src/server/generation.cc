@@ -62,6 +62,17 @@ bool GenerationJob::push(std::string_view text) {
   return true;
 }
 
+void GenerationJob::push_logprobs(TokenLogprobs t) {
+  std::lock_guard lock(mu_);
+  logprobs_.push_back(std::move(t));
+}
+
+std::vector<TokenLogprobs> GenerationJob::logprobs_from(size_t from) const {
+  std::lock_guard lock(mu_);
+  if (from >= logprobs_.size()) return {};
+  return {logprobs_.begin() + static_cast<ptrdiff_t>(from), logprobs_.end()};
+}
+
 void GenerationJob::finish(const GenerationResult& result) {
   std::lock_guard lock(mu_);
   result_ = result;

@@ -51,7 +51,6 @@ struct GenerationResult {
   Finish finish = Finish::Stop;
   double prompt_s = 0;  // from the slot's start to the prompt's logits
   double gen_s = 0;     // from there to the end
-  std::vector<TokenLogprobs> logprobs;  // per generated token, when the request asked
 };
 
 // The length of the longest prefix of s that does not end inside a UTF-8 character.
@@ -62,8 +61,10 @@ class GenerationJob {
   explicit GenerationJob(GenerationRequest request) : request_(std::move(request)) {}
   const GenerationRequest& request() const { return request_; }
 
-  // Engine side. push() returns false once the job is cancelled.
+  // Engine side. push() returns false once the job is cancelled. push_logprobs: a generated
+  // token's, before its text (requests that asked for them).
   bool push(std::string_view text);
+  void push_logprobs(TokenLogprobs t);
   void finish(const GenerationResult& result);
   void fail(const std::string& message);
   bool cancelled() const;
@@ -72,6 +73,8 @@ class GenerationJob {
   enum class Event { Text, Done, Failed, Timeout };
   Event next(std::string& text, std::chrono::milliseconds timeout);
   void cancel();
+  // The tokens' log-probabilities pushed so far, from the `from`-th on.
+  std::vector<TokenLogprobs> logprobs_from(size_t from) const;
   // Valid after next() returned Done / Failed.
   const GenerationResult& result() const { return result_; }
   const std::string& error() const { return error_; }
@@ -81,6 +84,7 @@ class GenerationJob {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> texts_;
+  std::vector<TokenLogprobs> logprobs_;
   std::atomic<bool> cancelled_{false};  // read by the engine every step, without the lock
   bool done_ = false;
   GenerationResult result_;

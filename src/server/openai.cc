@@ -215,7 +215,6 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
     r.ignore_eos = ignore->get<bool>();
   }
   r.logprobs = parse_logprobs(j, endpoint);
-  if (r.logprobs >= 0 && r.stream) bad("'logprobs' is not supported with 'stream' yet");
   return r;
 }
 
@@ -288,10 +287,10 @@ json chat_logprobs(const std::vector<LogprobEntry>& entries) {
   return {{"content", content}};
 }
 
-// The legacy completions' form: parallel arrays, text_offset counting bytes of the reply.
-json completion_logprobs(const std::vector<LogprobEntry>& entries) {
+// The legacy completions' form: parallel arrays, text_offset counting bytes of the reply from
+// `offset`, the first entry's.
+json completion_logprobs(const std::vector<LogprobEntry>& entries, size_t offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  size_t offset = 0;
   for (const LogprobEntry& e : entries) {
     tokens.push_back(e.token);
     lps.push_back(e.logprob);
@@ -305,6 +304,18 @@ json completion_logprobs(const std::vector<LogprobEntry>& entries) {
           {"text_offset", offsets}};
 }
 
+json logprobs_json(Endpoint endpoint, const std::vector<LogprobEntry>& entries, size_t offset) {
+  return endpoint == Endpoint::Chat ? chat_logprobs(entries) : completion_logprobs(entries, offset);
+}
+
+// A chunk with the log-probabilities of its tokens, when the request asked.
+std::string with_logprobs(const CompletionInfo& info, json c, const LogprobChunk& lp) {
+  if (lp.entries) {
+    c["choices"][0]["logprobs"] = logprobs_json(info.endpoint, *lp.entries, lp.text_offset);
+  }
+  return sse(c);
+}
+
 }  // namespace
 
 std::string format_response(const CompletionInfo& info, std::string_view text,
@@ -313,10 +324,7 @@ std::string format_response(const CompletionInfo& info, std::string_view text,
   json r = base_object(info);
   json choice = {
       {"index", 0}, {"finish_reason", std::string(finish_reason)}, {"logprobs", nullptr}};
-  if (logprobs) {
-    choice["logprobs"] = info.endpoint == Endpoint::Chat ? chat_logprobs(*logprobs)
-                                                         : completion_logprobs(*logprobs);
-  }
+  if (logprobs) choice["logprobs"] = logprobs_json(info.endpoint, *logprobs, 0);
   if (info.endpoint == Endpoint::Chat) {
     choice["message"] = {{"role", "assistant"}, {"content", std::string(text)}};
   } else {
@@ -331,17 +339,19 @@ std::string format_role_chunk(const CompletionInfo& info) {
   return sse(chunk(info, {{"role", "assistant"}, {"content", ""}}, nullptr));
 }
 
-std::string format_text_chunk(const CompletionInfo& info, std::string_view text) {
-  if (info.endpoint == Endpoint::Chat) return sse(chunk(info, {{"content", std::string(text)}}, nullptr));
-  return sse(chunk(info, std::string(text), nullptr));
+std::string format_text_chunk(const CompletionInfo& info, std::string_view text,
+                              const LogprobChunk& lp) {
+  json delta = info.endpoint == Endpoint::Chat ? json{{"content", std::string(text)}}
+                                               : json(std::string(text));
+  return with_logprobs(info, chunk(info, std::move(delta), nullptr), lp);
 }
 
 std::string format_final_chunk(const CompletionInfo& info, std::string_view finish_reason,
-                               const Usage& usage) {
+                               const Usage& usage, const LogprobChunk& lp) {
   json c = chunk(info, info.endpoint == Endpoint::Chat ? json::object() : json(""),
                  std::string(finish_reason));
   c["usage"] = usage_json(usage);
-  return sse(c);
+  return with_logprobs(info, std::move(c), lp);
 }
 
 std::string format_models(std::string_view model_id, int64_t created) {

@@ -92,12 +92,21 @@ std::string format_response(const CompletionInfo& info, std::string_view text,
                             std::string_view finish_reason, const Usage& usage,
                             const std::vector<LogprobEntry>* logprobs = nullptr);
 
+// The log-probabilities one chunk of a stream carries (entries null: none asked): the tokens
+// generated since the previous chunk, whose text may still be held back, and the byte offset of
+// the first in the reply (completions' text_offset).
+struct LogprobChunk {
+  const std::vector<LogprobEntry>* entries = nullptr;
+  size_t text_offset = 0;
+};
+
 // One Server-Sent Event ("data: ...\n\n") of a streaming response: the first of a chat carries the
 // role; text chunks carry content; the last carries finish_reason and the usage. [DONE] follows.
 std::string format_role_chunk(const CompletionInfo& info);
-std::string format_text_chunk(const CompletionInfo& info, std::string_view text);
+std::string format_text_chunk(const CompletionInfo& info, std::string_view text,
+                              const LogprobChunk& lp = {});
 std::string format_final_chunk(const CompletionInfo& info, std::string_view finish_reason,
-                               const Usage& usage);
+                               const Usage& usage, const LogprobChunk& lp = {});
 inline constexpr std::string_view kStreamDone = "data: [DONE]\n\n";
 
 std::string format_models(std::string_view model_id, int64_t created);

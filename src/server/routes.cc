@@ -75,6 +75,18 @@ GenerationRequest to_generation(const Server::State& s, CompletionRequest&& req)
   return g;
 }
 
+// The job's tokens' log-probabilities from the `from`-th on, with their texts.
+std::vector<LogprobEntry> logprob_entries(const Model& model, const GenerationJob& job,
+                                          size_t from) {
+  std::vector<LogprobEntry> entries;
+  for (const TokenLogprobs& t : job.logprobs_from(from)) {
+    LogprobEntry e{model.token_to_piece(t.id), t.logprob, {}};
+    for (const auto& [id, lp] : t.top) e.top.emplace_back(model.token_to_piece(id), lp);
+    entries.push_back(std::move(e));
+  }
+  return entries;
+}
+
 // The response body of a finished job: its text, and its tokens' log-probabilities when it asked.
 std::string final_body(const Model& model, const CompletionInfo& info, const std::string& text,
                        const GenerationJob& job) {
@@ -83,14 +95,31 @@ std::string final_body(const Model& model, const CompletionInfo& info, const std
   if (job.request().logprobs < 0) {
     return format_response(info, text, openai_finish(r.finish), usage);
   }
-  std::vector<LogprobEntry> entries;
-  for (const TokenLogprobs& t : r.logprobs) {
-    LogprobEntry e{model.token_to_piece(t.id), t.logprob, {}};
-    for (const auto& [id, lp] : t.top) e.top.emplace_back(model.token_to_piece(id), lp);
-    entries.push_back(std::move(e));
-  }
+  const std::vector<LogprobEntry> entries = logprob_entries(model, job, 0);
   return format_response(info, text, openai_finish(r.finish), usage, &entries);
 }
+
+// A stream's log-probabilities: each chunk takes those of the tokens generated since the last.
+class LogprobStream {
+ public:
+  LogprobStream(std::shared_ptr<const Model> model, const GenerationJob& job)
+      : model_(std::move(model)), on_(job.request().logprobs >= 0) {}
+
+  LogprobChunk next(const GenerationJob& job) {
+    if (!on_) return {};
+    entries_ = logprob_entries(*model_, job, sent_);
+    const LogprobChunk chunk{&entries_, offset_};
+    sent_ += entries_.size();
+    for (const LogprobEntry& e : entries_) offset_ += e.token.size();
+    return chunk;
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  bool on_;
+  std::vector<LogprobEntry> entries_;
+  size_t sent_ = 0, offset_ = 0;
+};
 
 // The answer to a client that has finished sending while it waited (its FIN arrived): it has
 // either left or half-closed its end and still reads. Only a write tells the two apart, so the
@@ -157,17 +186,18 @@ HttpResponse stream_result(Server::State& s, const std::shared_ptr<GenerationJob
   res.content_type = "text/event-stream";
   res.headers["Cache-Control"] = "no-cache";
   Scheduler* scheduler = s.scheduler.get();
-  res.stream = [job, info, scheduler](StreamSink& sink) {
+  res.stream = [job, info, scheduler, model = s.model](StreamSink& sink) {
     if (info.endpoint == Endpoint::Chat && !sink.write(format_role_chunk(info))) {
       return scheduler->cancel(job);
     }
+    LogprobStream logprobs(model, *job);
     std::string piece;
     int idle_ticks = 0;
     for (;;) {
       bool ok = true;
       switch (job->next(piece, 250ms)) {
         case GenerationJob::Event::Text:
-          ok = sink.write(format_text_chunk(info, piece));
+          ok = sink.write(format_text_chunk(info, piece, logprobs.next(*job)));
           idle_ticks = 0;
           break;
         // An SSE comment while waiting (in the queue, or for a long prompt): finds a client that
@@ -181,7 +211,8 @@ HttpResponse stream_result(Server::State& s, const std::shared_ptr<GenerationJob
           return;
         case GenerationJob::Event::Done: {
           const GenerationResult& r = job->result();
-          if (sink.write(format_final_chunk(info, openai_finish(r.finish), {r.n_prompt, r.n_generated}))) {
+          if (sink.write(format_final_chunk(info, openai_finish(r.finish),
+                                            {r.n_prompt, r.n_generated}, logprobs.next(*job)))) {
             sink.write(kStreamDone);
           }
           return;

@@ -88,9 +88,7 @@ bool Slot::sample(std::span<const float> logits, int32_t n_ctx) {
   }
   sampler_->accept(next);
   ++result_.n_generated;
-  if (req.logprobs >= 0) {
-    result_.logprobs.push_back(token_logprobs(logits, next, req.logprobs, order_));
-  }
+  if (req.logprobs >= 0) job_->push_logprobs(token_logprobs(logits, next, req.logprobs, order_));
   if (!emit(stops_->push(model_.token_to_piece(next)), false)) {
     end(Finish::Cancelled);
   } else if (stops_->stopped()) {

@@ -152,7 +152,6 @@ TEST(OpenAiParse, LogprobsFields) {
   expect_refused("{" + m + R"(,"top_logprobs":3})", "'top_logprobs' needs 'logprobs': true");
   expect_refused("{" + m + R"(,"logprobs":1})", "'logprobs' must be a boolean");
   expect_refused("{" + m + R"(,"logprobs":true,"top_logprobs":21})", "'top_logprobs'");
-  expect_refused("{" + m + R"(,"logprobs":true,"stream":true})", "not supported with 'stream'");
   const std::string p = R"("prompt":"x")";
   EXPECT_EQ(parse_completion_request("{" + p + R"(,"logprobs":2})", Endpoint::Completion).logprobs,
             2);
@@ -160,6 +159,8 @@ TEST(OpenAiParse, LogprobsFields) {
                  Endpoint::Completion);
   expect_refused("{" + p + R"(,"logprobs":-1})", "'logprobs'", Endpoint::Completion);
 }
+
+json event(const std::string& sse);
 
 TEST(OpenAiFormat, LogprobsInBothForms) {
   const std::vector<LogprobEntry> entries = {{"He", -0.5, {{"He", -0.5}, {"She", -1.25}}},
@@ -180,6 +181,14 @@ TEST(OpenAiFormat, LogprobsInBothForms) {
   EXPECT_EQ(lp["token_logprobs"], json::array({-0.5, -0.125}));
   EXPECT_EQ(lp["top_logprobs"][1]["y"], -3.0);
   EXPECT_EQ(lp["text_offset"], json::array({0, 2}));
+  // A stream's chunk carries its own tokens, their offsets counted from the reply's start.
+  const std::vector<LogprobEntry> later = {entries[1]};
+  const json ct = event(format_text_chunk(text, "llo", {&later, 2}));
+  EXPECT_EQ(ct["choices"][0]["logprobs"]["tokens"], json::array({"llo"}));
+  EXPECT_EQ(ct["choices"][0]["logprobs"]["text_offset"], json::array({2}));
+  const json cc = event(format_final_chunk(chat, "stop", {5, 2}, {&later, 2}));
+  EXPECT_EQ(cc["choices"][0]["logprobs"]["content"][0]["token"], "llo");
+  EXPECT_FALSE(event(format_text_chunk(chat, "x"))["choices"][0].contains("logprobs"));
 }
 
 TEST(Generation, TokenLogprobsAreTheLogSoftmax) {

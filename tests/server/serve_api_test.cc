@@ -108,6 +108,32 @@ TEST_F(ServeApi, ChatLogprobsDescribeEveryToken) {
   EXPECT_TRUE(none.body["choices"][0]["logprobs"].is_null());
 }
 
+// A stream's chunks carry the same log-probabilities, in order, as the whole answer.
+TEST_F(ServeApi, StreamedLogprobsMatchTheWholeAnswer) {
+  auto c = client();
+  const json body = {{"prompt", "once"}, {"max_tokens", 10}, {"temperature", 0},
+                     {"ignore_eos", true}, {"logprobs", 2}};
+  const auto whole = post_json(c, "/v1/completions", body);
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const auto streamed = post_streams([&] { return client(); }, "/v1/completions", {body});
+  ASSERT_EQ(streamed.size(), 1u);
+  json tokens = json::array(), lps = json::array(), offsets = json::array();
+  for (const json& e : streamed[0].events) {
+    const json& lp = e["choices"][0]["logprobs"];
+    if (!lp.is_object()) continue;
+    for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+      tokens.push_back(lp["tokens"][i]);
+      lps.push_back(lp["token_logprobs"][i]);
+      offsets.push_back(lp["text_offset"][i]);
+    }
+  }
+  const json& want = whole.body["choices"][0]["logprobs"];
+  EXPECT_EQ(tokens, want["tokens"]);
+  EXPECT_EQ(lps, want["token_logprobs"]);
+  EXPECT_EQ(offsets, want["text_offset"]);
+  EXPECT_EQ(tokens.size(), 10u);
+}
+
 TEST_F(ServeApi, SeededSamplingIsReproducible) {
   auto c = client();
   const json body = {{"prompt", "once upon"}, {"max_tokens", 12}, {"temperature", 0.9}, {"seed", 3}};
