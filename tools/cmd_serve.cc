@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -16,21 +17,21 @@
 namespace hearth::cli {
 namespace {
 
-// Global because a signal handler can reach the program only through a lock-free flag: set by
-// SIGINT or SIGTERM, polled by Server::run, which then shuts down and returns (within a few
-// seconds: --shutdown-grace bounds the requests still being answered). A second signal ends the
-// process at once, by that signal.
-volatile std::sig_atomic_t g_stop = 0;
+// Global because a signal handler can reach the program only through a lock-free atomic: the
+// count of SIGINT and SIGTERM received, polled by Server::run, which shuts down and returns at the
+// first (within a few seconds: --shutdown-grace bounds the requests still being answered). A
+// second signal ends the process at once, by that signal. Two signals can run their handlers at
+// the same time on two threads, so the count is taken and raised in one step.
+std::atomic<int> g_stops{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler needs a lock-free counter");
 
 void on_stop_signal(int sig) {
-  if (g_stop) {
+  if (g_stops.fetch_add(1) > 0) {
     constexpr char kMsg[] = "hearth serve: second signal: exiting now\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     ::signal(sig, SIG_DFL);
     ::raise(sig);  // delivered when this handler returns
-    return;
   }
-  g_stop = 1;
 }
 
 void install_signal_handlers() {
@@ -140,7 +141,7 @@ int cmd_serve(int argc, char** argv) {
     const int port = server.bind();
     log_line("listening on http://" + o.host + ":" + std::to_string(port) + " (loading " +
              model_path + ")");
-    server.run([] { return g_stop != 0; }, log_line);
+    server.run([] { return g_stops.load() != 0; }, log_line);
     return 0;
   });
 }
