@@ -179,7 +179,9 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   // partials instead would read half of them across cores.)
   ctx.pool().run([&](int ith, int nth) {
     const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
-    if (c1 > c0) axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part + c0 * cols);
+    if (c1 > c0) {
+      axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part + c0 * cols);
+    }
     turns.wait(ith);
     if (c1 > c0) add_parts(part, c0, c1, cols, y);
     turns.done(ith);

@@ -104,8 +104,8 @@ TEST_F(Cli, SparseTextDoesNotDependOnTheBatchSize) {
   const std::string prompt = "a prompt of some forty bytes, one token each";
   const auto text = [&](const char* batch, const char* threads) {
     const auto r = run_hearth({"run", "-m", sparse, "-p", prompt, "-n", "24", "--temp", "0",
-                               "--sparse", "predictor", "--sparse-threshold", "4", "-b", batch, "-t",
-                               threads});
+                               "--sparse", "predictor", "--sparse-threshold", "4", "-b", batch,
+                               "-t", threads});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
