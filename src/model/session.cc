@@ -87,11 +87,18 @@ bool model_wide(const std::vector<LayerThresholds>& thresholds) {
   });
 }
 
+// Whether the session's sparse rows read input-major copies (made for model-wide thresholds on
+// models at least input_major_min_width wide).
+bool reads_input_major(const SessionOptions& o, const ModelConfig& c,
+                       const std::vector<LayerThresholds>& thresholds) {
+  return model_wide(thresholds) && c.n_embd >= o.input_major_min_width;
+}
+
 // SessionOptions::sparse_prompt, resolved.
 bool resolve_sparse_prompt(const SessionOptions& o, const ModelConfig& c,
                            const std::vector<LayerThresholds>& thresholds) {
   if (o.sparse_prompt) return *o.sparse_prompt;
-  return !(model_wide(thresholds) && c.n_embd >= o.input_major_min_width);
+  return !reads_input_major(o, c, thresholds);
 }
 
 sparse::FfnShape session_ffn_shape(const Model::Impl& m, int32_t n_batch) {
@@ -159,7 +166,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   ffn_out = AlignedBuffer(b * c.n_embd);
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, ctx.n_threads()));
   if (sparse_mode == SparseMode::Threshold) masked = AlignedBuffer(b * c.n_embd);
-  if (model_wide(thresholds) && c.n_embd >= o.input_major_min_width) {
+  if (reads_input_major(o, c, thresholds)) {
     input_major = &model.input_major();
     const size_t widest = std::max(static_cast<size_t>(c.n_embd), q_dim);
     // Decode steps go through the copies, and so do prompts when they are sparse.

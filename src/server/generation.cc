@@ -28,6 +28,7 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t id, int32_t 
   t.id = id;
   t.logprob = static_cast<double>(logits[static_cast<size_t>(id)]) - lse;
   const auto k = static_cast<ptrdiff_t>(std::min<size_t>(static_cast<size_t>(n), logits.size()));
+  if (k == 0) return t;
   order.resize(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {

@@ -8,9 +8,9 @@
 // them. Decode steps of up to kMaxSparseBatch tokens take the neuron-aware path (gathered rows,
 // down as an axpy over the neuron-major rows, each token keeping only its own neurons). Larger
 // batches (prompts) compute up and gate with the dense matrix-matrix kernels; with
-// masked_batches (the default, SessionOptions::sparse_prompt) they apply each token's mask and
-// take each token's down projection as a decode step of it alone does, so every token's result is
-// the same bits in any batch. Without it they run the dense FFN (PowerInfer's prefill).
+// masked_batches (SessionOptions::sparse_prompt, resolved by the session) they apply each token's
+// mask and take each token's down projection as a decode step of it alone does, so every token's
+// result is the same bits in any batch. Without it they run the dense FFN (PowerInfer's prefill).
 //
 // A batch of several sequences (set_chunks) is decided chunk by chunk, as each would be alone: in
 // the sparse modes, runs of short chunks (decode steps) share the sparse path in groups of up to

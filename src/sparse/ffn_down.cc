@@ -47,32 +47,42 @@ bool streams_down(const FfnWeights& w, const Selection& sel, int64_t k, int64_t 
          k > axpy_crossover(w.down_t->type) * n_ff;
 }
 
-// out[t] for the tokens listed in s.down_tokens[0, nd): their activations scattered into full rows
-// in the file's neuron order, then one dense product over ffn_down for all of them.
+// Where the results of the group's tokens tokens[0, n) go: straight into out when they are
+// consecutive rows (null tokens: the whole group), else into s.down_out, for put_rows.
+float* rows_for(const FfnGroup& g, const int32_t* tokens, int64_t n, int64_t n_embd,
+                FfnScratch& s) {
+  if (!tokens) return g.out;
+  if (tokens[n - 1] - tokens[0] == n - 1) return g.out + tokens[0] * n_embd;
+  return s.down_out.data();
+}
+
+// Copies y's rows to the tokens' rows of out, unless rows_for had them written there already.
+void put_rows(const FfnGroup& g, const int32_t* tokens, int64_t n, int64_t n_embd,
+              const float* y) {
+  if (!tokens || y == g.out + tokens[0] * n_embd) return;
+  for (int64_t r = 0; r < n; ++r) std::copy_n(y + r * n_embd, n_embd, g.out + tokens[r] * n_embd);
+}
+
+// out[t] for the group's tokens tokens[0, nd) (null: all of them): their activations scattered
+// into full rows in the file's neuron order, then one dense product over ffn_down for all.
 void down_dense_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
-                       const float* a, const int32_t* neuron, int64_t lda, int64_t nd,
-                       FfnScratch& s, SparseStats& stats) {
-  const int64_t n_ff = shape.n_ff, n_embd = shape.n_embd;
+                       const float* a, const int32_t* neuron, int64_t lda, const int32_t* tokens,
+                       int64_t nd, FfnScratch& s, SparseStats& stats) {
+  const int64_t n_ff = shape.n_ff;
   const int32_t* order = g.w.order;
-  const int32_t* tokens = s.down_tokens.data();
   float* const full = s.file_order.data();  // [nd, n_ff]
   std::fill(full, full + nd * n_ff, 0.0f);
   for (int64_t d = 0; d < nd; ++d) {
-    const float* row = a + tokens[d] * lda;
+    const float* row = a + (tokens ? tokens[d] : d) * lda;
     float* const dst = full + d * n_ff;
     for (int64_t j = 0; j < lda; ++j) {
       const int32_t i = neuron ? neuron[j] : static_cast<int32_t>(j);
       dst[order ? order[i] : i] = row[j];
     }
   }
-  // Every token at once writes straight into out; otherwise through down_out, row by row.
-  float* const y = nd == g.n ? g.out : s.down_out.data();
+  float* const y = rows_for(g, tokens, nd, shape.n_embd, s);
   linear(ctx, *g.w.down, full, nd, y);
-  if (y != g.out) {
-    for (int64_t d = 0; d < nd; ++d) {
-      std::copy_n(y + d * n_embd, n_embd, g.out + tokens[d] * n_embd);
-    }
-  }
+  put_rows(g, tokens, nd, shape.n_embd, y);
   stats.weight_bytes += g.w.down->bytes();
 }
 
@@ -80,19 +90,12 @@ void down_dense_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGro
 // s.down_idx / s.down_coef, row stride n_ff), all of them in one pass.
 void down_listed_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
                         int64_t nl, FfnScratch& s) {
-  const int64_t n_embd = shape.n_embd;
   const Matrix& dt = *g.w.down_t;
   const int32_t* tokens = s.list_tokens.data();
-  // Consecutive tokens write straight into out; otherwise through down_out, row by row.
-  const bool direct = tokens[nl - 1] - tokens[0] == nl - 1;
-  float* const y = direct ? g.out + tokens[0] * n_embd : s.down_out.data();
+  float* const y = rows_for(g, tokens, nl, shape.n_embd, s);
   sparse_axpy_each(ctx, dt.type, dt.data, dt.rows, dt.cols, s.down_idx.data(),
                    s.down_coef.data(), shape.n_ff, s.down_counts.data(), nl, y);
-  if (!direct) {
-    for (int64_t l = 0; l < nl; ++l) {
-      std::copy_n(y + l * n_embd, n_embd, g.out + tokens[l] * n_embd);
-    }
-  }
+  put_rows(g, tokens, nl, shape.n_embd, y);
 }
 
 }  // namespace
@@ -107,10 +110,7 @@ void down_each_token(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup
     // Every token has every candidate (Dense over a device's subset): one pass over their rows
     // for the whole group. The sum with the device's part is not batch-invariant anyway.
     if (streams_down(w, sel, lda, n_ff)) {
-      for (int64_t t = 0; t < g.n; ++t) {
-        s.down_tokens[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-      }
-      down_dense_tokens(ctx, shape, g, a, neuron, lda, g.n, s, stats);
+      down_dense_tokens(ctx, shape, g, a, neuron, lda, nullptr, g.n, s, stats);
     } else {
       sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, neuron ? neuron : s.all.data(), lda,
                   a, g.n, g.out);
@@ -145,7 +145,7 @@ void down_each_token(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup
     }
   }
   if (nl > 0) down_listed_tokens(ctx, shape, g, nl, s);
-  if (nd > 0) down_dense_tokens(ctx, shape, g, a, neuron, lda, nd, s, stats);
+  if (nd > 0) down_dense_tokens(ctx, shape, g, a, neuron, lda, s.down_tokens.data(), nd, s, stats);
   add_bias(ctx.isa(), g.out, w.down_bias, g.n, n_embd);
 }
 
