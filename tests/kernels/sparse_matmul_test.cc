@@ -35,6 +35,18 @@ std::vector<int32_t> random_idx(int64_t rows, int64_t k, uint32_t seed) {
   return all;
 }
 
+// k of `rows` row indices shaped like a hot-first model's active set: a run of consecutive rows,
+// then every other row (needs rows >= 2k). One-token gathers read runs and scattered rows in
+// different tile shapes, which must give the same bits.
+std::vector<int32_t> run_then_gaps_idx(int64_t k) {
+  std::vector<int32_t> idx;
+  for (int64_t j = 0; j < k / 2; ++j) idx.push_back(static_cast<int32_t>(j));
+  for (int64_t j = k / 2; j < k; ++j) {
+    idx.push_back(static_cast<int32_t>(k / 2 + 2 * (j - k / 2) + 1));
+  }
+  return idx;
+}
+
 // Activation rows in the format `k` multiplies.
 std::vector<uint8_t> to_acts(const cpu::WeightKernels& k, const std::vector<float>& x, int64_t n,
                              int64_t cols, size_t* ld) {
@@ -124,20 +136,22 @@ TEST(SparseKernels, GemmGatherEqualsGemmBitForBit) {
         for (int64_t nr : {1, 3, 17, 67}) {
           const int64_t rows = 2 * nr + 5;
           const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + nr));
-          const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr));
-          for (int64_t nt : {1, 2, 5, 13}) {
-            size_t ldx = 0;
-            const auto x = to_acts(k, test::random_floats(nt * cols, static_cast<uint32_t>(nt)), nt,
-                                   cols, &ldx);
-            std::vector<float> dense(static_cast<size_t>(rows * nt)),
-                y(static_cast<size_t>(nr * nt));
-            k.gemm(cols, w.data(), ldw, rows, x.data(), ldx, nt, dense.data(), rows);
-            k.gemm_gather(cols, w.data(), ldw, idx.data(), nr, x.data(), ldx, nt, y.data(), nr);
-            for (int64_t tok = 0; tok < nt; ++tok) {
-              for (int64_t j = 0; j < nr; ++j) {
-                ASSERT_TRUE(same_bits(y[tok * nr + j], dense[tok * rows + idx[j]]))
-                    << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
-                    << " nr=" << nr << " nt=" << nt << " token " << tok << " j " << j;
+          for (const auto& idx :
+               {random_idx(rows, nr, static_cast<uint32_t>(nr)), run_then_gaps_idx(nr)}) {
+            for (int64_t nt : {1, 2, 5, 13}) {
+              size_t ldx = 0;
+              const auto x = to_acts(k, test::random_floats(nt * cols, static_cast<uint32_t>(nt)),
+                                     nt, cols, &ldx);
+              std::vector<float> dense(static_cast<size_t>(rows * nt)),
+                  y(static_cast<size_t>(nr * nt));
+              k.gemm(cols, w.data(), ldw, rows, x.data(), ldx, nt, dense.data(), rows);
+              k.gemm_gather(cols, w.data(), ldw, idx.data(), nr, x.data(), ldx, nt, y.data(), nr);
+              for (int64_t tok = 0; tok < nt; ++tok) {
+                for (int64_t j = 0; j < nr; ++j) {
+                  ASSERT_TRUE(same_bits(y[tok * nr + j], dense[tok * rows + idx[j]]))
+                      << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                      << " nr=" << nr << " nt=" << nt << " token " << tok << " j " << j;
+                }
               }
             }
           }
@@ -212,8 +226,8 @@ TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
       for (cpu::Isa isa : isas()) {
         if (isa == cpu::Isa::Scalar) continue;
         auto y = y0;
-        cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(),
-                                                 nr, 1, y.data(), cols);
+        cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr,
+                                                 1, y.data(), cols);
         if (first.empty()) {
           first = y;
           continue;
@@ -244,9 +258,10 @@ TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
       const auto idx = random_idx(rows, nr, 11);
       auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(cols));
       std::fill(a.begin() + 100, a.begin() + 117, 0.0f);  // the part [100, 117) reads nothing
-      for (const std::vector<int64_t>& ends :
-           {std::vector<int64_t>{nr}, {37, 37, 100, 117, nr}, {0, 64, 65, 100, 117, 150, nr},
-            {33, nr, nr}}) {
+      for (const std::vector<int64_t>& ends : {std::vector<int64_t>{nr},
+                                               {37, 37, 100, 117, nr},
+                                               {0, 64, 65, 100, 117, 150, nr},
+                                               {33, nr, nr}}) {
         const auto n_parts = static_cast<int64_t>(ends.size());
         std::vector<float> y(static_cast<size_t>(n_parts * cols), 0.0f), want = y;
         k.axpy_parts(cols, w.data(), ldw, idx.data(), a.data(), ends.data(), n_parts, y.data(),
@@ -415,7 +430,8 @@ TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
         const auto w_t = test::random_weights(t, rows, cols, 21);
         const auto wf = dequantized(t, w_t, rows, cols);
         const auto idx = random_idx(rows, n_idx, 22);
-        const auto a = long_list ? dense_coefficients(n_idx, 23) : sparse_coefficients(n, n_idx, 23);
+        const auto a =
+            long_list ? dense_coefficients(n_idx, 23) : sparse_coefficients(n, n_idx, 23);
         const int64_t col_step = long_list ? 13 : 1;
         for (cpu::Isa isa : isas()) {
           std::vector<float> first;
@@ -438,9 +454,9 @@ TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
                   want += p;
                   abs += std::fabs(p);
                 }
-                const double quant = coef_quant_bound(
-                    t, w_t.data(), static_cast<size_t>(row_bytes(t, cols)), idx.data(), n_idx,
-                    a.data() + tok * n_idx, n, c);
+                const double quant =
+                    coef_quant_bound(t, w_t.data(), static_cast<size_t>(row_bytes(t, cols)),
+                                     idx.data(), n_idx, a.data() + tok * n_idx, n, c);
                 ASSERT_NEAR(y[tok * cols + c], want,
                             (n_idx + 2) * FLT_EPSILON * abs + 1e-30 + quant)
                     << cpu::isa_name(isa) << " " << dtype_name(t) << " c=" << c;

@@ -75,7 +75,41 @@ class TileSet {
     }
   }
 
+  // One token (T = 1) over rows that stream from DRAM, for tiles whose shape changes no bits.
+  // Every weight is read once, so what counts is the order of the reads: a run of consecutive
+  // rows goes one row at a time, a single forward stream that the hardware prefetchers follow
+  // (R rows side by side are R interleaved streams within the same pages, which they do not);
+  // scattered gathered rows go R at a time, R independent misses in flight, with the next R
+  // rows prefetched as in gemm().
+  static void gemv(int64_t n, const RowList& rows, int64_t nr, const void* x, float* y) {
+    const auto* xb = static_cast<const uint8_t*>(x);
+    for (int64_t r0 = 0; r0 < nr; r0 += R) {
+      const int64_t rr = nr - r0 < R ? nr - r0 : R;
+      if (consecutive(rows, r0, rr)) {
+        for (int64_t r = r0; r < r0 + rr; ++r) {
+          const uint8_t* w = rows.row(r);
+          const uint8_t* ahead = w + rows.ldw;
+          kTiles[0](n, &w, &ahead, xb, 0, y + r, 0);
+        }
+        continue;
+      }
+      const uint8_t* w[R];
+      const uint8_t* ahead[R];
+      for (int64_t r = 0; r < rr; ++r) {
+        w[r] = rows.row(r0 + r);
+        ahead[r] = r0 + R + r < nr ? rows.row(r0 + R + r) : w[r];
+      }
+      kTiles[(rr - 1) * T](n, w, ahead, xb, 0, y + r0, 0);
+    }
+  }
+
  private:
+  // Whether rows [r0, r0 + count) lie one after another in memory. Gathered index lists are
+  // ascending and distinct, so their span tells; were one not, only the speed would change.
+  static bool consecutive(const RowList& rows, int64_t r0, int64_t count) {
+    return rows.idx == nullptr || rows.idx[r0 + count - 1] - rows.idx[r0] == count - 1;
+  }
+
   template <size_t... I>
   static constexpr std::array<TileFn, R * T> make(std::index_sequence<I...>) {
     return {&K::template tile<static_cast<int>(I) / T + 1, static_cast<int>(I) % T + 1>...};

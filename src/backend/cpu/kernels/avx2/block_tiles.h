@@ -241,15 +241,16 @@ struct BlockTiles {
   }
 };
 
-// dot, gemm and gemm_gather of a block format. gemm takes the tile shapes of Q4_0's engine
-// (quant_tiles.h): one token meets 4 rows at a time (4 weight streams in flight), more tokens
-// 2 rows x 4 tokens.
+// dot, gemm and gemm_gather of a block format, with the tile shapes of Q4_0's engine
+// (quant_tiles.h).
 template <typename F>
 void gemm_blocks(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
                  int64_t nt, float* y, size_t ldy) {
-  const RowsGemmFn gemm =
-      nt == 1 ? TileSet<BlockTiles<F>, 4, 1>::gemm : TileSet<BlockTiles<F>, 2, 4>::gemm;
-  gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  if (nt == 1) {
+    TileSet<BlockTiles<F>, 4, 1>::gemv(n, rows, nr, x, y);
+  } else {
+    TileSet<BlockTiles<F>, 2, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  }
 }
 template <typename F>
 void set_block_tile_kernels(WeightKernels& k) {

@@ -154,9 +154,9 @@ struct QuantTiles {
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     }
-    // matvec streams weights from DRAM with short rows; the hardware prefetchers lose track at
-    // every row, so each group also prefetches its counterpart in a later tile (`ahead`: R rows
-    // on, capped so the lines are still in L1 when needed, or the next gathered rows).
+    // One token streams its weights from DRAM: each group also prefetches its counterpart in
+    // the row read after this one (`ahead`, see TileSet::gemv), so a scattered gathered row is
+    // on its way before its tile starts.
     for (int64_t g = 0; g < full; ++g) {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
@@ -189,12 +189,12 @@ struct QuantTiles {
 };
 
 // Tile shapes: 2 rows x 4 tokens leaves room for the partial trees in registers; a single token
-// takes 4 rows, so 4 weight streams are in flight.
+// streams runs of consecutive rows one at a time and scattered rows 4 at a time (TileSet::gemv).
 template <typename WB>
 void gemm_quant(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
                 float* y, size_t ldy) {
   if (nt == 1) {
-    TileSet<QuantTiles<WB>, 4, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+    TileSet<QuantTiles<WB>, 4, 1>::gemv(n, rows, nr, x, y);
   } else {
     TileSet<QuantTiles<WB>, 2, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   }
