@@ -113,4 +113,21 @@ struct FloatTiles {
   }
 };
 
+// One token over float weights. Runs of consecutive rows go one row at a time (TileSet::gemv),
+// one forward stream the hardware prefetchers follow, where R rows side by side are R
+// interleaved streams. But one row is one FMA chain, bound by the FMA's latency: a 16-lane
+// chain keeps up with DRAM on a core, an 8-lane one not on rows of a page or more (4 KiB rows
+// measured slower one at a time with AVX2). So rows of at least kTileRowBytes go R at a time
+// (R separate pages, whose streams the prefetchers also follow, and R chains); shorter rows,
+// such as the predictors' fc2 (rows of the predictor's hidden width), share pages and always
+// go one at a time.
+template <typename Tiles, int R, int64_t kTileRowBytes>
+void float_matvec(int64_t n, const RowList& rows, int64_t nr, const void* x, float* y) {
+  if (n * Tiles::kWeightBytes < kTileRowBytes) {
+    TileSet<Tiles, R, 1>::gemv(n, rows, nr, x, y);
+  } else {
+    TileSet<Tiles, R, 1>::gemm(n, rows, nr, x, 0, 1, y, 0);
+  }
+}
+
 }  // namespace hearth::cpu::tiles

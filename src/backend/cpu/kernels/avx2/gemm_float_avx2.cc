@@ -38,8 +38,9 @@ struct Ymm {
 };
 
 // 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers.
-// matvec streams weights from DRAM: 8 rows at a time give 8 independent FMA chains and 8 memory
-// streams in flight, which use more of DRAM's bandwidth than 4 rows' streams do.
+// matvec streams weights from DRAM: rows of a page or more go 8 at a time, 8 independent FMA
+// chains and 8 memory streams in flight, which use more of DRAM's bandwidth than 4 rows' streams
+// do; shorter rows go one at a time where they run consecutively (tiles::float_matvec).
 // A few tokens (batched decode) take the same tiles in column spans (span_tiles.h).
 template <typename L>
 void gemm_float(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
@@ -47,7 +48,7 @@ void gemm_float(int64_t n, const RowList& rows, int64_t nr, const void* x, size_
   using Tiles = tiles::FloatTiles<Ymm<L>>;
   using Spans = tiles::SpanTileSet<Tiles, 3, 4>;
   if (nt == 1) {
-    TileSet<Tiles, 8, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+    tiles::float_matvec<Tiles, 8, 4096>(n, rows, nr, x, y);
   } else if (nt <= Spans::kMaxTokens) {
     Spans::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   } else {

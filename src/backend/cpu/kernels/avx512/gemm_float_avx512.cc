@@ -33,8 +33,9 @@ struct Zmm {
   static float sum(Vec v) { return hsum(v); }
 };
 
-// Tile shapes. One token streams weights from DRAM: 8 rows give 8 FMA chains and 8 memory
-// streams, as in AVX2. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
+// Tile shapes. One token streams weights from DRAM one row at a time wherever rows run
+// consecutively: a 16-lane FMA chain keeps up with DRAM (tiles::float_matvec); scattered
+// gathered rows go 8 at a time. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
 // costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 is slower there:
 // 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than a
 // 12-way L1 holds. Many tokens (prompts) take 3 x 8 over whole rows, which beats AVX2's 3 x 4
@@ -45,7 +46,7 @@ void gemm_float(int64_t n, const tiles::RowList& rows, int64_t nr, const void* x
   using Tiles = tiles::FloatTiles<Zmm<L>>;
   using Spans = tiles::SpanTileSet<Tiles, 4, 4>;
   if (nt == 1) {
-    tiles::TileSet<Tiles, 8, 1>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+    tiles::float_matvec<Tiles, 8, INT64_MAX>(n, rows, nr, x, y);
   } else if (nt <= Spans::kMaxTokens) {
     Spans::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   } else {
