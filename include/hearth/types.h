@@ -79,9 +79,18 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   RopeType rope_type = RopeType::Normal;
   int64_t n_swa = 0;  // sliding-window attention: each token sees its last n_swa positions; 0: all
-  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor with linear scaling, else 1
+  float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor with linear or YaRN scaling, else 1
   // [n_rot/2] per-frequency divisors from the rope_freqs tensor (Llama 3.1+), or empty.
   std::vector<float> rope_freq_factors;
+  // YaRN (rope.scaling.type yarn): the mix of extrapolated and interpolated angles (1 with
+  // YaRN, 0 otherwise) and its ramp's bounds, in turns over the original context.
+  float rope_ext_factor = 0.0f;
+  float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f;
+  int64_t rope_n_ctx_orig = 0;  // rope.scaling.original_context_length, else n_ctx_train
+  float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: scales RoPE's cos and sin
+  // Phi-3's LongRoPE: [n_rot/2] frequency divisors for contexts longer than rope_n_ctx_orig
+  // (long) and the others (short), from the rope_factors_long/short tensors, or empty.
+  std::vector<float> rope_factors_long, rope_factors_short;
   FfnActivation ffn_act = FfnActivation::Silu;
   bool ffn_gated = true;    // has ffn_gate
   bool ffn_up_relu = false; // dReLU (bamboo): the activation applies to up as well as to the gate

@@ -79,6 +79,9 @@ struct Weights {
   const float* output_norm_b = nullptr; // [n_embd]
   Matrix output;                      // [n_vocab, n_embd] (token_embd when tied)
   const float* rope_freqs = nullptr;  // [n_rot/2] RoPE frequency divisors, where the file has them
+  // [n_rot/2] Phi-3 LongRoPE divisors for long and short contexts, where the file has them.
+  const float* rope_factors_long = nullptr;
+  const float* rope_factors_short = nullptr;
   std::vector<LayerWeights> layers;
   std::vector<std::vector<float>> owned;
 };

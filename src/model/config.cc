@@ -153,21 +153,41 @@ void check_qkv_layout(const gguf::GgufFile& file, const std::string& arch) {
   }
 }
 
-// rope.scaling.type linear (or the older rope.scale_linear): positions divided by the factor.
-float read_rope_freq_scale(const gguf::GgufFile& file, const KeyReader& keys,
-                           const std::string& arch) {
-  const auto type = file.get_string(arch + ".rope.scaling.type");
-  double factor = keys.optional_float("rope.scale_linear", 1.0);
-  if (type && *type != "none" && *type != "linear") {
-    fail(file.path(), ": ", arch, ".rope.scaling.type '", *type,
-         "' is not supported (Hearth reads none and linear)");
+// rope.scaling.*: linear (or the older rope.scale_linear) divides positions by the factor; YaRN
+// mixes that with unscaled angles (ops/rope.h); attn_factor scales cos and sin for any type.
+void read_rope_scaling(const gguf::GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+  const std::string where = file.path() + ": " + c.arch + ".rope.scaling.";
+  const auto type = file.get_string(c.arch + ".rope.scaling.type");
+  if (type && *type != "none" && *type != "linear" && *type != "yarn") {
+    fail(where, "type '", *type, "' is not supported (Hearth reads none, linear and yarn)");
   }
-  if (type && *type == "linear") factor = keys.optional_float("rope.scaling.factor", 1.0);
-  if (type && *type == "none") factor = 1.0;
+  // As llama.cpp: the factor applies with no type given (linear), from the older key if need be.
+  double factor =
+      keys.optional_float("rope.scaling.factor", keys.optional_float("rope.scale_linear", 1.0));
+  if ((type && *type == "none") || factor == 0.0) factor = 1.0;  // 0: unset, as llama.cpp
   if (!(factor > 0) || !std::isfinite(factor)) {
-    fail(file.path(), ": the RoPE scaling factor of ", arch, " must be positive (got ", factor, ")");
+    fail(where, "factor must be positive (got ", factor, ")");
   }
-  return static_cast<float>(1.0 / factor);
+  c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  c.rope_n_ctx_orig =
+      keys.optional_int("rope.scaling.original_context_length", c.n_ctx_train, 1, int64_t{1} << 24);
+  c.rope_attn_factor = static_cast<float>(keys.optional_float("rope.scaling.attn_factor", 1.0));
+  if (!(c.rope_attn_factor > 0) || !std::isfinite(c.rope_attn_factor)) {
+    fail(where, "attn_factor must be positive (got ", c.rope_attn_factor, ")");
+  }
+  if (!type || *type != "yarn") return;
+  c.rope_ext_factor = 1.0f;
+  c.rope_yarn_beta_fast =
+      static_cast<float>(keys.optional_float("rope.scaling.yarn_beta_fast", 32.0));
+  c.rope_yarn_beta_slow =
+      static_cast<float>(keys.optional_float("rope.scaling.yarn_beta_slow", 1.0));
+  if (!(c.rope_yarn_beta_fast > 0) || !(c.rope_yarn_beta_slow > 0)) {
+    fail(where, "yarn_beta_fast and yarn_beta_slow must be positive");
+  }
+  // DeepSeek's variant rescales the attention by a log multiplier, which Hearth does not do.
+  if (keys.optional_float("rope.scaling.yarn_log_multiplier", 0.0) != 0.0) {
+    fail(where, "yarn_log_multiplier is not supported");
+  }
 }
 
 }  // namespace
@@ -219,7 +239,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
          ".rope.freq_base must be positive");
   }
   c.rope_type = traits->rope_type;
-  c.rope_freq_scale = read_rope_freq_scale(file, keys, c.arch);
+  read_rope_scaling(file, keys, c);
   c.n_swa = keys.optional_int("attention.sliding_window", 0, 0, int64_t{1} << 24);
   c.block = traits->block;
   if (c.block.fused_qkv) check_qkv_layout(file, c.arch);

@@ -144,7 +144,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   }
   const ModelConfig& c = config;
   attn = attention_params(c, n_ctx, o.kv_type);
-  rope = RopeTable(rope_params(c), n_ctx);
+  rope = RopeTable(rope_params(c, n_ctx), n_ctx);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     // Layers whose attention the device runs keep their caches there.

@@ -120,7 +120,7 @@ std::vector<NeuronCounts> reference_forward(const std::string& path,
   // stores all n positions before attending, so one cache pair serves them all.
   cpu::CpuContext actx(n_threads, cpu::Isa::Scalar);
   const AttentionParams ap = attention_params(c, n, KvType::F32);
-  const RopeTable rope(rope_params(c), n);
+  const RopeTable rope(rope_params(c, n), n);
   AlignedBuffer k_cache(kv_cache_bytes(ap)), v_cache(kv_cache_bytes(ap));
   AlignedBuffer workspace(attention_workspace_bytes(ap, actx.n_threads()));
   const AttentionScratch s{xn.data(),  q.data(),   k.data(),        v.data(),

@@ -89,6 +89,8 @@ void visit_weights(const ModelConfig& c, Weights& w, const WeightVisitor& visit)
   visit({"output.weight", c.n_embd, c.n_vocab, false, &w.output, nullptr});
   if (!b.learned_positions) {
     visit({"rope_freqs.weight", c.n_rot / 2, 1, false, nullptr, &w.rope_freqs});
+    visit({"rope_factors_long.weight", c.n_rot / 2, 1, false, nullptr, &w.rope_factors_long});
+    visit({"rope_factors_short.weight", c.n_rot / 2, 1, false, nullptr, &w.rope_factors_short});
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int64_t i = 0; i < c.n_layer; ++i) {

@@ -50,6 +50,19 @@ const float* bind_vector(const gguf::TensorInfo& t, Weights& w) {
   }
 }
 
+// A RoPE divisor tensor [n_rot/2] (name.weight), copied into the config where the file has it.
+void read_rope_divisors(const std::string& path, const char* name, const float* tensor,
+                        int64_t n_rot, std::vector<float>& out) {
+  if (!tensor) return;
+  out.assign(tensor, tensor + n_rot / 2);
+  for (const float f : out) {
+    if (!(f > 0) || !std::isfinite(f)) {
+      fail(path, ": tensor '", name, ".weight' holds ", f,
+           "; RoPE frequency divisors must be positive and finite");
+    }
+  }
+}
+
 // Learned positions: the context the model can see is the table's rows past the offset.
 void check_positions(const std::string& path, const Weights& w, ModelConfig& config) {
   if (!w.pos_embd.present()) return;
@@ -101,14 +114,15 @@ Weights bind_weights(const gguf::GgufFile& file, ModelConfig& config) {
   });
 
   check_layers(file.path(), w.layers);
-  if (w.rope_freqs) {
-    config.rope_freq_factors.assign(w.rope_freqs, w.rope_freqs + config.n_rot / 2);
-    for (const float f : config.rope_freq_factors) {
-      if (!(f > 0) || !std::isfinite(f)) {
-        fail(file.path(), ": tensor 'rope_freqs.weight' holds ", f, "; RoPE frequency divisors "
-             "must be positive and finite");
-      }
-    }
+  read_rope_divisors(file.path(), "rope_freqs", w.rope_freqs, config.n_rot,
+                     config.rope_freq_factors);
+  read_rope_divisors(file.path(), "rope_factors_long", w.rope_factors_long, config.n_rot,
+                     config.rope_factors_long);
+  read_rope_divisors(file.path(), "rope_factors_short", w.rope_factors_short, config.n_rot,
+                     config.rope_factors_short);
+  if (config.rope_factors_long.empty() != config.rope_factors_short.empty()) {
+    fail(file.path(), ": the file has only one of rope_factors_long and rope_factors_short; "
+         "LongRoPE needs both");
   }
   check_positions(file.path(), w, config);
   config.tied_output = !w.output.present();

@@ -20,13 +20,23 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   return a;
 }
 
-RopeParams rope_params(const ModelConfig& c) {
+RopeParams rope_params(const ModelConfig& c, int64_t n_ctx) {
   RopeParams rp;
   rp.n_rot = static_cast<int>(c.n_rot);
   rp.freq_base = c.rope_freq_base;
   rp.freq_scale = c.rope_freq_scale;
   rp.freq_factors = c.rope_freq_factors;
+  // LongRoPE: the long factors where the context goes past the original one (as llama.cpp).
+  if (!c.rope_factors_long.empty()) {
+    rp.freq_factors = n_ctx > c.rope_n_ctx_orig ? c.rope_factors_long : c.rope_factors_short;
+  }
   rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
+  rp.attn_factor = c.rope_attn_factor;
+  rp.ext_factor = c.rope_ext_factor;
+  if (rp.ext_factor != 0.0f) {
+    yarn_corr_dims(rp.n_rot, c.rope_n_ctx_orig, rp.freq_base, c.rope_yarn_beta_fast,
+                   c.rope_yarn_beta_slow, &rp.corr_low, &rp.corr_high);
+  }
   return rp;
 }
 

@@ -25,7 +25,7 @@ namespace hearth {
 // The attention and RoPE parameters of a model's layers for a context of n_ctx positions: the
 // host session and every device build theirs from here, so their caches and angles agree.
 AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type);
-RopeParams rope_params(const ModelConfig& c);
+RopeParams rope_params(const ModelConfig& c, int64_t n_ctx);
 
 // The context a session gets when none is asked for: the model's, but at most 4096 tokens.
 int64_t default_context(const ModelConfig& c);

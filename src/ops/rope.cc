@@ -1,9 +1,37 @@
 #include "ops/rope.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <numbers>
 
 namespace hearth {
+
+namespace {
+
+// Where pair `pair` sits on YaRN's ramp: 1 below low (extrapolate), 0 above high (interpolate).
+float yarn_ramp(float low, float high, int pair) {
+  const float y = (static_cast<float>(pair) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+// The rotated dim pair whose wavelength makes `turns` full turns in n_ctx_orig positions.
+float yarn_corr_dim(int n_rot, int64_t n_ctx_orig, float turns, float freq_base) {
+  constexpr float pi = std::numbers::pi_v<float>;
+  return static_cast<float>(n_rot) *
+         std::log(static_cast<float>(n_ctx_orig) / (turns * 2.0f * pi)) /
+         (2.0f * std::log(freq_base));
+}
+
+}  // namespace
+
+void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast,
+                    float beta_slow, float* low, float* high) {
+  const float start = std::floor(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+  const float end = std::ceil(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+  *low = std::max(0.0f, start);
+  *high = std::min(static_cast<float>(n_rot - 1), end);
+}
 
 void rope_cos_sin(const RopeParams& params, int64_t pos, float* cs) {
   assert(params.n_rot > 0 && params.n_rot % 2 == 0 && params.n_rot <= kMaxRopeDims);
@@ -13,10 +41,17 @@ void rope_cos_sin(const RopeParams& params, int64_t pos, float* cs) {
   float theta = static_cast<float>(pos);
   const bool factors = !params.freq_factors.empty();
   assert(!factors || params.freq_factors.size() == static_cast<size_t>(params.n_rot / 2));
+  float mscale = params.attn_factor;
+  if (params.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / params.freq_scale);
   for (int i = 0; i < params.n_rot; i += 2) {
-    const float t = params.freq_scale * (factors ? theta / params.freq_factors[i / 2] : theta);
-    cs[i] = std::cos(t);
-    cs[i + 1] = std::sin(t);
+    const float extrap = factors ? theta / params.freq_factors[i / 2] : theta;
+    float t = params.freq_scale * extrap;
+    if (params.ext_factor != 0.0f) {
+      const float mix = yarn_ramp(params.corr_low, params.corr_high, i / 2) * params.ext_factor;
+      t = t * (1.0f - mix) + extrap * mix;
+    }
+    cs[i] = std::cos(t) * mscale;
+    cs[i + 1] = std::sin(t) * mscale;
     theta *= theta_scale;
   }
 }

@@ -1,6 +1,7 @@
 // Rotary position embedding (RoPE), computed the way ggml_rope does so that results match
 // llama.cpp: theta_i = p · theta_scale^i with theta_scale = powf(freq_base, -2/n_rot) and the power
-// built by repeated float multiplication, then cosf/sinf of freq_scale · theta_i.
+// built by repeated float multiplication, then cosf/sinf of freq_scale · theta_i (or YaRN's mix,
+// see RopeParams).
 //
 // Two pair layouts exist:
 //   Normal (llama, llama2.c exports):  (x[2i], x[2i+1]) rotated by theta_i
@@ -23,9 +24,26 @@ struct RopeParams {
   float freq_base = 10000.0f;  // rope.freq_base
   float freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling, else 1
   RopeStyle style = RopeStyle::Normal;
-  // [n_rot/2] per-frequency divisors (Llama 3.1's rope_freqs: theta_i / factor_i), or empty.
-  std::vector<float> freq_factors;
+  // [n_rot/2] per-frequency divisors (Llama 3.1's rope_freqs, Phi-3's LongRoPE factors:
+  // theta_i / factor_i), or empty.
+  std::vector<float> freq_factors = {};
+  // YaRN (Peng et al., 2023): pair i keeps its unscaled angle (extrapolation) where it turns
+  // many times within the original context, takes the interpolated one (freq_scale ·) where it
+  // turns less than once, and a linear ramp in between, mixed by ext_factor (0: interpolation
+  // only, as linear scaling). The ramp runs over pair indices [corr_low, corr_high]
+  // (yarn_corr_dims). With ext_factor != 0, cos and sin also grow by 1 + 0.1 · ln(1/freq_scale).
+  float ext_factor = 0.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+  // cos and sin are multiplied by this (rope.scaling.attn_factor; Phi-3's LongRoPE scale), so
+  // q · k grows by its square.
+  float attn_factor = 1.0f;
 };
+
+// YaRN's ramp bounds for n_rot rotated dims of a model trained on n_ctx_orig positions: the pair
+// indices whose wavelength fits beta_fast and beta_slow turns into n_ctx_orig, rounded outwards
+// and clamped to [0, n_rot - 1], as ggml computes them.
+void yarn_corr_dims(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast,
+                    float beta_slow, float* low, float* high);
 
 // Largest n_rot accepted (rope() keeps one position's cos/sin on the stack).
 inline constexpr int kMaxRopeDims = 1024;

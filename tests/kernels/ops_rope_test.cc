@@ -2,6 +2,7 @@
 // precomputed table against the on-the-fly path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -140,6 +141,59 @@ TEST(OpsRope, CosSinLayout) {
     EXPECT_EQ(cs[2 * i + 1], std::sin(theta));
     theta *= theta_scale;
   }
+}
+
+// YaRN's ramp bounds by hand from the definition, for a Llama-2-shaped head (n_rot 128, base
+// 10000, 4096 original positions): the pair whose wavelength turns beta times in n_ctx_orig is
+// n_rot · ln(n_ctx_orig / (2π · beta)) / (2 ln base): 20.94 for beta 32 (floored to 20) and 45.03
+// for beta 1 (ceiled to 46).
+TEST(OpsRope, YarnCorrectionDimsFollowTheDefinition) {
+  float low = -1, high = -1;
+  yarn_corr_dims(128, 4096, 10000.0f, 32.0f, 1.0f, &low, &high);
+  EXPECT_EQ(low, 20.0f);
+  EXPECT_EQ(high, 46.0f);
+  // Clamped to the rotated dims: a short original context puts beta 32 below pair 0.
+  yarn_corr_dims(8, 64, 10000.0f, 32.0f, 1.0f, &low, &high);
+  EXPECT_EQ(low, 0.0f);
+  EXPECT_LE(high, 7.0f);
+}
+
+// YaRN's angles and magnitudes against a double-precision evaluation of its definition: pairs
+// below the ramp keep the unscaled angle, pairs above it take the interpolated one, pairs on it
+// a linear mix, and cos/sin grow by attn_factor · (1 + 0.1 ln s) for a context s times longer.
+TEST(OpsRope, YarnMixesExtrapolationAndInterpolation) {
+  RopeParams p{64, 10000.0f, 0.25f, RopeStyle::Neox};
+  p.ext_factor = 1.0f;
+  p.attn_factor = 1.5f;
+  yarn_corr_dims(p.n_rot, 512, p.freq_base, 32.0f, 1.0f, &p.corr_low, &p.corr_high);
+  ASSERT_LT(p.corr_low, p.corr_high);
+  const double mscale = 1.5 * (1.0 + 0.1 * std::log(4.0));
+  float cs[64];
+  for (int64_t pos : {1, 37, 500, 1999}) {
+    rope_cos_sin(p, pos, cs);
+    for (int i = 0; i < p.n_rot / 2; ++i) {
+      const double extrap = pos * std::pow(10000.0, -2.0 * i / p.n_rot);
+      const double y = (i - p.corr_low) / std::max(0.001, double{p.corr_high} - p.corr_low);
+      const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+      const double theta = 0.25 * extrap * (1.0 - ramp) + extrap * ramp;
+      // theta's float rounding grows with the angle: ggml's powers by repeated multiplication.
+      const double tol = 1e-5 * mscale * (1.0 + extrap);
+      ASSERT_NEAR(cs[2 * i], mscale * std::cos(theta), tol) << "pos " << pos << " pair " << i;
+      ASSERT_NEAR(cs[2 * i + 1], mscale * std::sin(theta), tol) << "pos " << pos << " pair " << i;
+    }
+  }
+}
+
+// Without YaRN, attn_factor only scales cos and sin; at 1 the angles are bit for bit the plain
+// ones (every model without the key).
+TEST(OpsRope, AttnFactorScalesCosAndSin) {
+  RopeParams plain{16, 10000.0f, 1.0f, RopeStyle::Normal};
+  RopeParams scaled = plain;
+  scaled.attn_factor = 1.25f;
+  float a[16], b[16];
+  rope_cos_sin(plain, 123, a);
+  rope_cos_sin(scaled, 123, b);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(b[i], a[i] * 1.25f) << i;
 }
 
 }  // namespace

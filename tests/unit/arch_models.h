@@ -47,6 +47,10 @@ struct TinyModel {
   std::string act;      // hearth.ffn_activation when not empty
   std::string layout;   // falcon.tensor_data_layout when not empty
   int64_t window = 0;   // {arch}.attention.sliding_window when not 0
+  // More metadata: {arch}.KEY = value (integers, floats and strings).
+  std::map<std::string, uint32_t> u32_keys;
+  std::map<std::string, float> f32_keys;
+  std::map<std::string, std::string> string_keys;
   std::vector<std::string> order;
   std::map<std::string, Tensor> tensors;
   std::mt19937 rng{7};
@@ -136,6 +140,9 @@ struct TinyModel {
     if (window) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(window));
     if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
     if (!act.empty()) w.set_string("hearth.ffn_activation", act);
+    for (const auto& [key, v] : u32_keys) w.set_u32(a + key, v);
+    for (const auto& [key, v] : f32_keys) w.set_f32(a + key, v);
+    for (const auto& [key, v] : string_keys) w.set_string(a + key, v);
     const SynthVocab vocab = make_synth_vocab(kVocab);
     w.set_string("tokenizer.ggml.model", "llama");
     w.set_string_array("tokenizer.ggml.tokens", vocab.tokens);
@@ -313,16 +320,25 @@ inline double act(const std::string& name, double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
+// The reference's RoPE: frequency divisors per pair (LongRoPE's factors; null: none) and a
+// scale on cos and sin (rope.scaling.attn_factor).
+struct RopeScaling {
+  const std::vector<float>* divisors = nullptr;
+  double mscale = 1.0;
+};
+
 // NeoX rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2).
-inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos) {
+inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& rs = {}) {
   const int64_t half = kHeadDim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     double* v = x.data() + h * kHeadDim;
     for (int64_t i = 0; i < half; ++i) {
-      const double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(kHeadDim));
+      double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(kHeadDim));
+      if (rs.divisors) theta /= (*rs.divisors)[static_cast<size_t>(i)];
+      const double c = rs.mscale * std::cos(theta), s = rs.mscale * std::sin(theta);
       const double x0 = v[i], x1 = v[i + half];
-      v[i] = x0 * std::cos(theta) - x1 * std::sin(theta);
-      v[i + half] = x0 * std::sin(theta) + x1 * std::cos(theta);
+      v[i] = x0 * c - x1 * s;
+      v[i + half] = x0 * s + x1 * c;
     }
   }
 }
@@ -330,8 +346,14 @@ inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos) {
 class Reference {
  public:
   // predict: keep only the neurons whose predictor score fc2 · relu(fc1 · p) is >= 0.
-  Reference(const TinyModel& m, std::string activation, bool predict = false)
-      : m_(m), act_(std::move(activation)), predict_(predict), k_(kLayers), v_(kLayers) {}
+  Reference(const TinyModel& m, std::string activation, bool predict = false,
+            RopeScaling rope = {})
+      : m_(m),
+        act_(std::move(activation)),
+        predict_(predict),
+        rope_(rope),
+        k_(kLayers),
+        v_(kLayers) {}
 
   // The logits after `token` at the next position.
   Vec step(int32_t token) {
@@ -391,8 +413,8 @@ class Reference {
       add(k, m_.at(p + "attn_k.bias"));
       add(v, m_.at(p + "attn_v.bias"));
     }
-    rope_neox(q, kHead, pos);
-    rope_neox(k, m_.n_head_kv, pos);
+    rope_neox(q, kHead, pos, rope_);
+    rope_neox(k, m_.n_head_kv, pos, rope_);
     add(x, linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v)));
     const Vec f = rms_norm(x, m_, p + "ffn_norm");
     Vec g, u;
@@ -466,6 +488,7 @@ class Reference {
   const TinyModel& m_;
   std::string act_;
   bool predict_;
+  RopeScaling rope_;
   int64_t pos_ = 0;
   std::vector<std::vector<Vec>> k_, v_;  // per layer, per position
 };

@@ -16,6 +16,8 @@
 #include "hearth/session.h"
 #include "model/model_impl.h"
 #include "model/synth.h"
+#include "ops/attention_block.h"
+#include "ops/rope.h"
 #include "unit/arch_models.h"
 
 namespace hearth {
@@ -165,6 +167,86 @@ TEST(Phi3, MatchesReferenceWithSlidingWindow) {
     for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, std::abs(a[i] - b[i]));
   }
   EXPECT_GT(moved, 1e-3);
+}
+
+// Phi-3's LongRoPE: the short factors while the context fits the original one, the long ones
+// past it, and rope.scaling.attn_factor on cos and sin, against the reference with the same.
+TEST(Phi3, LongRopeFactorsFollowTheContextLength) {
+  TinyModel m = make_phi3(0);
+  m.add("rope_factors_long.weight", {kHeadDim / 2}, 1.0f, 3.0f);    // in [2, 4]
+  m.add("rope_factors_short.weight", {kHeadDim / 2}, 0.25f, 1.0f);  // in [0.75, 1.25]
+  m.u32_keys["rope.scaling.original_context_length"] = 32;
+  m.f32_keys["rope.scaling.attn_factor"] = 1.2f;
+  const auto model = Model::load(m.write("phi3-longrope.gguf"));
+  EXPECT_EQ(model->config().rope_n_ctx_orig, 32);
+  EXPECT_FLOAT_EQ(model->config().rope_attn_factor, 1.2f);
+  std::vector<float> last_logits[2];
+  for (const int64_t n_ctx : {16, 64}) {
+    SCOPED_TRACE("n_ctx " + std::to_string(n_ctx));
+    const char* factors = n_ctx > 32 ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    Reference ref(m, "silu", false, {&m.at(factors).data, 1.2});
+    SessionOptions o = options(SparseMode::Dense);
+    o.n_ctx = n_ctx;
+    Session s(model, o);
+    for (size_t t = 0; t < kPrompt.size(); ++t) {
+      const auto logits = s.eval({&kPrompt[t], 1});
+      EXPECT_LT(rel_diff(logits.data(), ref.step(kPrompt[t])), 1e-3) << "token " << t;
+      if (t == kPrompt.size() - 1) last_logits[n_ctx > 32].assign(logits.begin(), logits.end());
+    }
+  }
+  // The two sets move the logits apart, so the choice between them is what was tested.
+  EXPECT_GT(rel_diff(last_logits[0], last_logits[1]), 1e-3);
+}
+
+TEST(Phi3, LongRopeNeedsBothFactorSets) {
+  TinyModel m = make_phi3(0);
+  m.add("rope_factors_long.weight", {kHeadDim / 2}, 1.0f, 3.0f);
+  EXPECT_NE(load_error(m.write("phi3-long-only.gguf")).find("rope_factors_short"),
+            std::string::npos);
+  m.add("rope_factors_short.weight", {kHeadDim / 2}, 0.25f, -1.0f);  // negative divisors
+  EXPECT_NE(load_error(m.write("phi3-negative.gguf")).find("must be positive"), std::string::npos);
+}
+
+// YaRN's keys (rope.scaling.type yarn, factor, original_context_length, beta_fast / beta_slow)
+// reach the session's RoPE; other types and DeepSeek's log multiplier are refused by name.
+TEST(Qwen2, YarnScalingIsReadFromTheFile) {
+  TinyModel m = make_qwen2();
+  m.string_keys["rope.scaling.type"] = "yarn";
+  m.f32_keys["rope.scaling.factor"] = 4.0f;
+  m.u32_keys["rope.scaling.original_context_length"] = 512;
+  m.f32_keys["rope.scaling.yarn_beta_fast"] = 16.0f;
+  const auto model = Model::load(m.write("qwen2-yarn.gguf"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.rope_ext_factor, 1.0f);
+  EXPECT_EQ(c.rope_freq_scale, 0.25f);
+  EXPECT_EQ(c.rope_n_ctx_orig, 512);
+  const RopeParams rp = rope_params(c, 64);
+  float low = 0, high = 0;
+  yarn_corr_dims(static_cast<int>(c.n_rot), 512, c.rope_freq_base, 16.0f, 1.0f, &low, &high);
+  EXPECT_EQ(rp.ext_factor, 1.0f);
+  EXPECT_EQ(rp.corr_low, low);
+  EXPECT_EQ(rp.corr_high, high);
+  // The session runs with it, and differs from the same file without YaRN.
+  TinyModel plain = make_qwen2();
+  Session a(model, options(SparseMode::Dense));
+  Session b(Model::load(plain.write("qwen2-plain.gguf")), options(SparseMode::Dense));
+  std::vector<float> la, lb;
+  for (const int32_t t : kPrompt) {
+    const auto x = a.eval({&t, 1});
+    la.assign(x.begin(), x.end());
+    const auto y = b.eval({&t, 1});
+    lb.assign(y.begin(), y.end());
+  }
+  EXPECT_GT(rel_diff(la, lb), 1e-3);
+
+  m.string_keys["rope.scaling.type"] = "longrope";
+  EXPECT_NE(load_error(m.write("qwen2-longrope-type.gguf"))
+                .find("rope.scaling.type 'longrope' is not supported"),
+            std::string::npos);
+  m.string_keys["rope.scaling.type"] = "yarn";
+  m.f32_keys["rope.scaling.yarn_log_multiplier"] = 0.1f;
+  EXPECT_NE(load_error(m.write("qwen2-yarn-log.gguf")).find("yarn_log_multiplier is not supported"),
+            std::string::npos);
 }
 
 TEST(Opt, ConfigFromMetadata) {

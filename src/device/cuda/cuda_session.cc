@@ -101,7 +101,7 @@ CudaDeviceSession::~CudaDeviceSession() {
 void CudaDeviceSession::upload_tables() {
   const ModelConfig& c = model_.config;
   if (model_.extents.attention && has_rope(c)) {
-    const RopeTable table(rope_params(c), options_.n_ctx);
+    const RopeTable table(rope_params(c, options_.n_ctx), options_.n_ctx);
     check(cudaMemcpyAsync(buf_.rope.get(), table.cos_sin(0), sizes_.rope, cudaMemcpyHostToDevice,
                           stream_.get()),
           "copying the RoPE table");

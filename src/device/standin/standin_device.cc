@@ -114,7 +114,7 @@ class StandinSession : public DeviceSession {
     ffn_p_ = take(o.n_ffn_batch * c.n_embd);
     ffn_out_ = take(o.n_ffn_batch * c.n_embd);
     // The rest is the RoPE table's share: it keeps its own vector, charged here.
-    rope_ = RopeTable(rope_params(c), o.n_ctx);
+    rope_ = RopeTable(rope_params(c, o.n_ctx), o.n_ctx);
     make_ffn_executors(mem);
   }
 
