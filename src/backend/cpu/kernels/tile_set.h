@@ -142,6 +142,18 @@ void gemm_gather(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64
                  const void* x, size_t ldx, int64_t nt, float* y, size_t ldy) {
   Gemm(n, {static_cast<const uint8_t*>(w), ldw, idx}, nr, x, ldx, nt, y, ldy);
 }
+// A gemm that streams one token's rows through TileSet::gemv (R1-row tiles where rows are
+// scattered) and covers more tokens with R2 x T2 tiles.
+template <typename K, int R1, int R2, int T2>
+void gemm_by_tokens(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
+                    int64_t nt, float* y, size_t ldy) {
+  if (nt == 1) {
+    TileSet<K, R1, 1>::gemv(n, rows, nr, x, y);
+  } else {
+    TileSet<K, R2, T2>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+  }
+}
+
 template <typename K, RowsGemmFn Gemm>
 void set_tile_kernels(WeightKernels& k) {
   k.dot = tile_dot<K>;

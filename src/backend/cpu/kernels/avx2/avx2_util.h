@@ -38,6 +38,7 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
+using tiles::gemm_by_tokens;
 using tiles::gemm_contiguous;
 using tiles::gemm_gather;
 using tiles::kMaxPrefetchBytes;

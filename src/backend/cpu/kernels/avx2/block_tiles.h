@@ -244,17 +244,9 @@ struct BlockTiles {
 // dot, gemm and gemm_gather of a block format, with the tile shapes of Q4_0's engine
 // (quant_tiles.h).
 template <typename F>
-void gemm_blocks(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
-                 int64_t nt, float* y, size_t ldy) {
-  if (nt == 1) {
-    TileSet<BlockTiles<F>, 4, 1>::gemv(n, rows, nr, x, y);
-  } else {
-    TileSet<BlockTiles<F>, 2, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
-  }
-}
-template <typename F>
 void set_block_tile_kernels(WeightKernels& k) {
-  set_tile_kernels<BlockTiles<F>, gemm_blocks<F>>(k);
+  using Tiles = BlockTiles<F>;
+  set_tile_kernels<Tiles, gemm_by_tokens<Tiles, 4, 2, 4>>(k);
 }
 
 }  // namespace HEARTH_AVX2_ABI

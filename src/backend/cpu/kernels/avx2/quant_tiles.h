@@ -188,22 +188,13 @@ struct QuantTiles {
   }
 };
 
-// Tile shapes: 2 rows x 4 tokens leaves room for the partial trees in registers; a single token
-// streams runs of consecutive rows one at a time and scattered rows 4 at a time (TileSet::gemv).
-template <typename WB>
-void gemm_quant(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx, int64_t nt,
-                float* y, size_t ldy) {
-  if (nt == 1) {
-    TileSet<QuantTiles<WB>, 4, 1>::gemv(n, rows, nr, x, y);
-  } else {
-    TileSet<QuantTiles<WB>, 2, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
-  }
-}
-
-// dot, gemm and gemm_gather of a quantized weight type.
+// dot, gemm and gemm_gather of a quantized weight type. Tile shapes: 2 rows x 4 tokens leaves
+// room for the partial trees in registers; a single token streams runs of consecutive rows one at
+// a time and scattered rows 4 at a time (TileSet::gemv).
 template <typename WB>
 void set_quant_tile_kernels(WeightKernels& k) {
-  set_tile_kernels<QuantTiles<WB>, gemm_quant<WB>>(k);
+  using Tiles = QuantTiles<WB>;
+  set_tile_kernels<Tiles, gemm_by_tokens<Tiles, 4, 2, 4>>(k);
 }
 
 }  // namespace HEARTH_AVX2_ABI
