@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "calib/calibrate.h"
 #include "core/error.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
@@ -340,6 +342,72 @@ TEST(ArchSparse, OracleOnPlainGgufFilesEqualsDense) {
     const auto model = Model::load(path);
     EXPECT_EQ(greedy(model, SparseMode::Dense, kPrompt, 16).tokens,
               greedy(model, SparseMode::Oracle, kPrompt, 16).tokens);
+  }
+}
+
+// Qwen2 and Phi-3 take the sparse path as llama does: ReLU versions calibrate predictors with
+// the same call as any model and run in every mode, on the host and split with the stand-in
+// device; SwiGLU versions calibrate FFN thresholds, whose decode steps give a whole prompt's bits.
+TEST(ArchSparse, Qwen2AndPhi3CalibrateAndRunInEveryMode) {
+  calib::CalibrateOptions co;
+  co.text = test::random_words(6000, 1);
+  co.heldout_text = test::random_words(1500, 2);
+  co.window = 64;
+  co.ranks = {16};
+  co.epochs = 4;
+  co.n_threads = 2;
+  for (TinyModel m : {make_qwen2(), make_phi3(0)}) {
+    SCOPED_TRACE(m.arch);
+    m.act = "relu";
+    const std::string path = m.write(m.arch + "-relu.gguf");
+    expect_matches_reference(m, "relu", path, SparseMode::Oracle);
+    LoadOptions hybrid;
+    hybrid.device.device = "standin";
+    hybrid.device.standin_gib = 1.0;
+    // Room for the activation buffers, attention and part of the FFN; the rest on the host.
+    hybrid.device.vram_budget_gib = (m.arch == "phi3" ? 0.62 : 0.45) / 1024;
+    hybrid.device.n_ctx = 64;
+    hybrid.device.n_batch = 64;  // the sessions of options(): n_ctx 64
+    hybrid.device.sparse = SparseMode::Oracle;
+    hybrid.device.kv_type = KvType::F32;  // as options(): the reference keeps K and V exact
+    hybrid.device.reset_gpu_index = true;
+    expect_matches_reference(m, "relu", path, SparseMode::Oracle, 1e-3, hybrid);
+    const auto split = Model::load(path, hybrid);
+    int64_t on_device = 0;
+    for (const int64_t hot : split->impl().device_hot) on_device += hot;
+    EXPECT_GT(on_device, 0) << split->placement_note();
+    EXPECT_LT(on_device, kLayers * kFf) << split->placement_note();
+
+    const std::string calibrated = test::temp_dir() + "/" + m.arch + "-pred.gguf";
+    const auto model = Model::load(path);
+    calib::write_calibrated_model(*model, calib::calibrate(model, co), calibrated);
+    const auto pred = greedy(Model::load(calibrated), SparseMode::Predictor, kPrompt, 16);
+    for (float v : pred.last_logits) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(pred.tokens.size(), 16u);
+    EXPECT_GT(pred.stats.neurons_total, 0u);
+    EXPECT_LT(pred.stats.neurons_active, pred.stats.neurons_total);
+  }
+  for (TinyModel m : {make_qwen2(), make_phi3(0)}) {
+    SCOPED_TRACE(m.arch + " thresholds");
+    const auto model = Model::load(m.write(m.arch + "-silu.gguf"));
+    calib::CalibrateOptions to = co;
+    to.kind = calib::CalibKind::Thresholds;
+    to.sparsity = 0.5;
+    const std::string calibrated = test::temp_dir() + "/" + m.arch + "-thr.gguf";
+    calib::write_calibrated_model(*model, calib::calibrate(model, to), calibrated);
+    const auto t = Model::load(calibrated);
+    SessionOptions o = options(SparseMode::Threshold);
+    o.sparse_prompt = true;
+    Session whole(t, o);
+    std::vector<float> all(kPrompt.size() * kVocab);
+    whole.eval_all(kPrompt, all);
+    Session steps(t, o);
+    for (size_t i = 0; i < kPrompt.size(); ++i) {
+      const auto logits = steps.eval({&kPrompt[i], 1});
+      ASSERT_EQ(std::memcmp(logits.data(), all.data() + i * kVocab, kVocab * sizeof(float)), 0)
+          << "token " << i;
+    }
+    EXPECT_GT(steps.sparse_stats().neurons_total, steps.sparse_stats().neurons_active);
   }
 }
 
