@@ -22,7 +22,7 @@ enum class RopeStyle { Normal, Neox };
 struct RopeParams {
   int n_rot = 0;               // rotated dims per head (rope.dimension_count), even, <= head_dim
   float freq_base = 10000.0f;  // rope.freq_base
-  float freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear scaling, else 1
+  float freq_scale = 1.0f;     // 1 / rope.scaling.factor for linear or YaRN scaling, else 1
   RopeStyle style = RopeStyle::Normal;
   // [n_rot/2] per-frequency divisors (Llama 3.1's rope_freqs, Phi-3's LongRoPE factors:
   // theta_i / factor_i), or empty.

@@ -68,8 +68,8 @@ struct FloatTiles {
   // One token streams its rows from DRAM. Rows of a page (4 KiB) or more are left to the
   // hardware prefetchers, which follow one row per page well (software prefetch adds nothing
   // there, gathered rows included, and costs at 4 KiB). Shorter rows (predictor fc2, whose
-  // rows are the predictor's hidden width) put several rows in a page, read side by side, which
-  // those prefetchers do not follow: there the tile fetches its counterpart a tile ahead first.
+  // rows are the predictor's hidden width) put several rows in a page, where the tile also
+  // fetches the row read after it (`ahead`, from TileSet::gemv).
   static constexpr int64_t kMaxPrefetchRowBytes = 2048;
 
   template <int R, int T>

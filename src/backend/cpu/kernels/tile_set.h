@@ -18,12 +18,6 @@
 
 namespace hearth::cpu::tiles {
 
-// Prefetches for streamed weight rows reach at most this far ahead, so the lines are still in L1
-// when the tile gets to them. It must cover a whole tile of rows (4 rows of a 4096-wide Q6_K
-// matrix are 13,440 bytes): a shorter reach lands inside the tile being read and prefetches
-// nothing new.
-inline constexpr size_t kMaxPrefetchBytes = 16384;
-
 // The weight rows of a gemm: row r at base + r * ldw, or, for a gather, at base + idx[r] * ldw.
 struct RowList {
   const uint8_t* base;
@@ -36,9 +30,9 @@ struct RowList {
 };
 
 // A tile kernel computes y[t * ldy + r] for an R x T block of (weight row w[r], activation row
-// x + t * ldx). ahead[r] is where the tile may prefetch while it reads row r: the address the
-// same offset on will be read by a later tile (kernels that stream from DRAM use it, the others
-// ignore it).
+// x + t * ldx). ahead[r] is where the tile may prefetch while it reads row r: the row a later
+// tile reads (one-token tiles, which stream from DRAM, use it; the others ignore it). ahead = w
+// fetches nothing new.
 using TileFn = void (*)(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
                         const uint8_t* x, size_t ldx, float* y, size_t ldy);
 
@@ -49,28 +43,18 @@ using TileFn = void (*)(int64_t n, const uint8_t* const* w, const uint8_t* const
 template <typename K, int R, int T>
 class TileSet {
  public:
+  // Many tokens, or one token over rows the hardware prefetchers follow alone (float rows of a
+  // page or more): nothing is prefetched, since streaming one token's rows is gemv's part.
   static void gemm(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
     const auto* xb = static_cast<const uint8_t*>(x);
     for (int64_t r0 = 0; r0 < nr; r0 += R) {
       const int64_t rr = nr - r0 < R ? nr - r0 : R;
       const uint8_t* w[R];
-      const uint8_t* ahead[R];
       for (int64_t r = 0; r < rr; ++r) w[r] = rows.row(r0 + r);
-      if (rows.idx == nullptr) {
-        // Contiguous rows: the same offset rr rows on is the next tile's row, capped.
-        const size_t skip = static_cast<size_t>(rr) * rows.ldw < kMaxPrefetchBytes
-                                ? static_cast<size_t>(rr) * rows.ldw
-                                : kMaxPrefetchBytes;
-        for (int64_t r = 0; r < rr; ++r) ahead[r] = w[r] + skip;
-      } else {
-        // Gathered rows are scattered: fetch the next tile's rows while this one computes (the
-        // last tile has none and refetches its own lines, which costs nothing).
-        for (int64_t r = 0; r < rr; ++r) ahead[r] = r0 + R + r < nr ? rows.row(r0 + R + r) : w[r];
-      }
       for (int64_t t0 = 0; t0 < nt; t0 += T) {
         const int64_t tt = nt - t0 < T ? nt - t0 : T;
-        kTiles[(rr - 1) * T + (tt - 1)](n, w, ahead, xb + t0 * ldx, ldx, y + t0 * ldy + r0, ldy);
+        kTiles[(rr - 1) * T + (tt - 1)](n, w, w, xb + t0 * ldx, ldx, y + t0 * ldy + r0, ldy);
       }
     }
   }
@@ -79,8 +63,8 @@ class TileSet {
   // Every weight is read once, so what counts is the order of the reads: a run of consecutive
   // rows goes one row at a time, a single forward stream that the hardware prefetchers follow
   // (R rows side by side are R interleaved streams within the same pages, which they do not);
-  // scattered gathered rows go R at a time, R independent misses in flight, with the next R
-  // rows prefetched as in gemm().
+  // scattered gathered rows go R at a time, R independent misses in flight, each tile
+  // prefetching the next one's rows (the last tile has none and refetches its own lines).
   static void gemv(int64_t n, const RowList& rows, int64_t nr, const void* x, float* y) {
     const auto* xb = static_cast<const uint8_t*>(x);
     for (int64_t r0 = 0; r0 < nr; r0 += R) {

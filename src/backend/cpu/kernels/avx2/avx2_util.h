@@ -41,7 +41,6 @@ inline namespace HEARTH_AVX2_ABI {
 using tiles::gemm_by_tokens;
 using tiles::gemm_contiguous;
 using tiles::gemm_gather;
-using tiles::kMaxPrefetchBytes;
 using tiles::RowList;
 using tiles::RowsGemmFn;
 using tiles::set_tile_kernels;
