@@ -6,12 +6,14 @@
 // Args: {rows, cols, threads} for matvec, {rows, cols, tokens, threads} for matmul.
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <memory>
 #include <random>
 #include <tuple>
 #include <vector>
 
 #include "backend/cpu/context.h"
+#include "backend/cpu/dispatch.h"
 #include "bench_util.h"
 #include "ops/matmul.h"
 
@@ -120,6 +122,36 @@ void bm_qkv(benchmark::State& state, DType t) {
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
 
+// The gemm kernel alone on one thread, its weights and activations resident in L1 (16 rows x
+// 512 columns against 16 tokens, a few KiB each): the tile code's own arithmetic rate, with no
+// cache or DRAM in the way. Set against bm_peak, it tells how much of a prompt's shortfall is
+// the tiles' instruction mix and how much is where their operands come from.
+void bm_gemm_l1(benchmark::State& state, DType t) {
+  constexpr int64_t kRows = 8, kCols = 1024, kTokens = 8;
+  cpu::CpuContext ctx(1);
+  const cpu::WeightKernels& k = ctx.kernels().weights(t);
+  const WeightSet& w = cached_weights(t, kRows, kCols, 0);
+  const auto x = random_activations(kTokens * kCols, 2);
+  const size_t ldx = k.to_act ? cpu::act_row_bytes(k.act, kCols) : kCols * sizeof(float);
+  std::vector<uint8_t> xa(ldx * kTokens);
+  for (int64_t t0 = 0; t0 < kTokens; ++t0) {
+    if (k.to_act) {
+      k.to_act(x.data() + t0 * kCols, xa.data() + t0 * ldx, kCols);
+    } else {
+      std::memcpy(xa.data() + t0 * ldx, x.data() + t0 * kCols, ldx);
+    }
+  }
+  std::vector<float> y(static_cast<size_t>(kRows * kTokens));
+  const auto ldw = static_cast<size_t>(row_bytes(t, kCols));
+  for (auto _ : state) {
+    k.gemm(kCols, w.get(0), ldw, kRows, xa.data(), ldx, kTokens, y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * kRows * kCols * kTokens,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
   for (int64_t rows : {2048, 5632}) {
@@ -195,6 +227,12 @@ BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q4_0, DType::Q4_0)->Apply(matmul_small_args);
+
+BENCHMARK_CAPTURE(bm_gemm_l1, f16, DType::F16);
+BENCHMARK_CAPTURE(bm_gemm_l1, q8_0, DType::Q8_0);
+BENCHMARK_CAPTURE(bm_gemm_l1, q4_0, DType::Q4_0);
+BENCHMARK_CAPTURE(bm_gemm_l1, q4_k, DType::Q4_K);
+BENCHMARK_CAPTURE(bm_gemm_l1, q6_k, DType::Q6_K);
 
 BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);

@@ -97,6 +97,9 @@ inline void accumulate_group(const typename WB::Block* const (&w)[R], const uint
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
   }
+  // Unrolled, so that which tree level a pair feeds is decided at compile time: left as a loop,
+  // GCC tests p at run time and copies the partial trees between registers and the stack.
+#pragma GCC unroll 4
   for (int p = 0; p < kGroup / 2; ++p) {
     typename WB::Pair wp[R];
     for (int r = 0; r < R; ++r) wp[r] = WB::prepare(w[r] + 2 * p);
