@@ -15,9 +15,11 @@
 
 namespace hearth::matmul_detail {
 
-// Activation rows of one token block should stay in L2 while every weight tile of the thread's
-// row range passes over them.
-inline constexpr size_t kActBlockBytes = 384 * 1024;
+// The activation bytes of one token block. Every weight of a thread's row range is read from
+// DRAM once per token block, so blocks are large: a block that fits L2 (a few hundred KiB) left
+// prompts over long float rows (an FFN down projection's 5632 F32 columns: 16 tokens a block)
+// waiting on weights, while activations streamed from L3 keep up with the tiles.
+inline constexpr size_t kActBlockBytes = 1536 * 1024;
 // Token blocks are a multiple of the tile kernels' token count so only the last block has an
 // edge tile.
 inline constexpr int64_t kTokenQuantum = 4;
@@ -40,9 +42,9 @@ const uint8_t* prepare_activations(cpu::CpuContext& ctx, const cpu::WeightKernel
 // the whole [rows x n] output. One token (decode) splits rows over as many threads as the
 // `row_bytes` per row are worth. More tokens use every thread: each owns a disjoint row range
 // (each weight byte is read by one core) unless there are too few rows to go round, as in small
-// attention-sized products; then they own tokens. Tokens go in blocks whose activations stay in
-// L2. Every output is computed by one call of the same kernel whatever the split, so results do
-// not depend on the thread count.
+// attention-sized products; then they own tokens. Tokens go in blocks of kActBlockBytes of
+// activations. Every output is computed by one call of the same kernel whatever the split, so
+// results do not depend on the thread count.
 template <typename Gemm>
 void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, size_t ldx,
                const Gemm& gemm) {

@@ -38,8 +38,10 @@ struct Zmm {
 // gathered rows go 8 at a time. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
 // costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 is slower there:
 // 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than a
-// 12-way L1 holds. Many tokens (prompts) take 3 x 8 over whole rows, which beats AVX2's 3 x 4
-// (figures in docs/benchmarks.md).
+// 12-way L1 holds. Many tokens (prompts) take 6 x 4 over whole rows: 24 accumulators, 6 weight
+// vectors and an activation vector fill the 32 registers, and each column meets 4 activation
+// rows where 3 x 8 meets 8, which measured faster (4 x 6 and 5 x 5 as fast; docs/benchmarks.md).
+// Token blocks come in multiples of 4, so 4 tokens leave no edge tiles.
 template <typename L>
 void gemm_float(int64_t n, const tiles::RowList& rows, int64_t nr, const void* x, size_t ldx,
                 int64_t nt, float* y, size_t ldy) {
@@ -50,7 +52,7 @@ void gemm_float(int64_t n, const tiles::RowList& rows, int64_t nr, const void* x
   } else if (nt <= Spans::kMaxTokens) {
     Spans::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   } else {
-    tiles::TileSet<Tiles, 3, 8>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
+    tiles::TileSet<Tiles, 6, 4>::gemm(n, rows, nr, x, ldx, nt, y, ldy);
   }
 }
 
