@@ -223,6 +223,8 @@ BENCHMARK_CAPTURE(bm_matmul, f16, DType::F16)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, bf16, DType::BF16)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q4_k, DType::Q4_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
 
 BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);

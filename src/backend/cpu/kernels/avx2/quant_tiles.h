@@ -10,7 +10,10 @@
 // own would cost a broadcast, a conversion and an FMA per block, which is what bounds Q4_0 matvec.
 //
 // Q4_0 nibbles u = q + 8 are multiplied as unsigned bytes and 8 * (sum of the activation quants)
-// is subtracted per block; Q8_0 moves the weight's sign onto the activation instead.
+// is subtracted per block. Q8_0 with AVX2 moves the weight's sign onto the activation instead
+// (maddubs' int16 pair sums would overflow with w + 128); VNNI, which adds into int32 lanes
+// directly, takes Q8_0 the way of Q4_0: u = w + 128, then 128 * (sum of the activation quants)
+// subtracted, which saves the two sign operations per pair and token.
 //
 // Every (row, token) output goes through the same operations whatever the tile shape, so
 // matmul rows equal matvec results bit for bit.
@@ -59,19 +62,36 @@ inline Q8_0Pair prepare_q8_0(const BlockQ8_0* b) {
   return {_mm256_sign_epi8(lo, lo), lo, _mm256_sign_epi8(hi, hi), hi};
 }
 
-// What every ISA's weight traits share per format (block type, prepared pair, whether the
-// unsigned operand is offset by 8); each ISA adds its own 8-bit products() on top.
+// Q8_0 blocks (b, b + 1) in the same order as offset binary: w + 128 as unsigned bytes.
+struct Q8_0OffsetPair {
+  __m256i lo, hi;
+};
+inline Q8_0OffsetPair prepare_q8_0_offset(const BlockQ8_0* b) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  return {_mm256_xor_si256(load_pair(b[0].qs, b[1].qs), flip),
+          _mm256_xor_si256(load_pair(b[0].qs + 16, b[1].qs + 16), flip)};
+}
+
+// What every ISA's weight traits share per format (block type, prepared pair, the offset of the
+// unsigned operand as a power of two: u = q + (1 << kOffsetShift), none for 0); each ISA adds its
+// own 8-bit products() on top.
 struct Q4_0Format {
   using Block = BlockQ4_0;
   using Pair = Q4_0Pair;
-  static constexpr bool kOffsetBy8 = true;
+  static constexpr int kOffsetShift = 3;
   static Pair prepare(const Block* b) { return prepare_q4_0(b); }
 };
 struct Q8_0Format {
   using Block = BlockQ8_0;
   using Pair = Q8_0Pair;
-  static constexpr bool kOffsetBy8 = false;
+  static constexpr int kOffsetShift = 0;
   static Pair prepare(const Block* b) { return prepare_q8_0(b); }
+};
+struct Q8_0OffsetFormat {
+  using Block = BlockQ8_0;
+  using Pair = Q8_0OffsetPair;
+  static constexpr int kOffsetShift = 7;
+  static Pair prepare(const Block* b) { return prepare_q8_0_offset(b); }
 };
 
 // The f16 scales of a group's 8 blocks as floats in lane order (blocks 0, 2, 4, 6, 1, 3, 5, 7).
@@ -124,13 +144,13 @@ inline void accumulate_group(const typename WB::Block* const (&w)[R], const uint
   for (int t = 0; t < T; ++t) {
     const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
     __m256i offset = _mm256_setzero_si256();
-    if constexpr (WB::kOffsetBy8) {
+    if constexpr (WB::kOffsetShift > 0) {
       const auto* s = reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset);
-      offset = _mm256_slli_epi32(_mm256_loadu_si256(s), 3);
+      offset = _mm256_slli_epi32(_mm256_loadu_si256(s), WB::kOffsetShift);
     }
     for (int r = 0; r < R; ++r) {
       __m256i s = sums[r][t];
-      if constexpr (WB::kOffsetBy8) s = _mm256_sub_epi32(s, offset);
+      if constexpr (WB::kOffsetShift > 0) s = _mm256_sub_epi32(s, offset);
       acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw[r], dx), acc[r][t]);
     }
   }

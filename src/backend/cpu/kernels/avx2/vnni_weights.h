@@ -1,9 +1,9 @@
 // Q4_0 and Q8_0 weight formats for the quant tile engine (quant_tiles.h) whose 8-bit products
 // are VNNI's vpdpbusd: it multiplies unsigned by signed bytes and adds each 4 adjacent products
 // into an int32 lane, replacing AVX2's maddubs + madd (and the int16 add between them) with no
-// intermediate saturation. The operands are prepared exactly as for AVX2 and the lanes hold the
-// same 4-product sums, so the integer block sums, and with them every output, are identical to
-// the AVX2 kernels'.
+// intermediate saturation. Q4_0's operands are prepared exactly as for AVX2; Q8_0's are offset
+// binary (quant_tiles.h). Either way the integer block sums are exact, so every output is
+// identical to the AVX2 kernels'.
 //
 // Dp::dot(acc, u, s) is the 256-bit vpdpbusd of one ISA: the VEX form (AVX-VNNI) or the EVEX one
 // (AVX512-VNNI with VL); define Dp in an anonymous namespace (see quant_tiles.h).
@@ -23,12 +23,13 @@ struct VnniQ4_0 : Q4_0Format {
   }
 };
 
+// vpdpbusd's first operand is unsigned: w + 128 (offset binary), with 128 times the activation
+// sums taken off after the tree. Lanes reach 8 * 255 * 127 before it, and the block sums 4 times
+// that, far inside int32.
 template <typename Dp>
-struct VnniQ8_0 : Q8_0Format {
-  // vpdpbusd's first operand is unsigned: |w| * (x * sign(w)), as for maddubs.
+struct VnniQ8_0 : Q8_0OffsetFormat {
   static __m256i products(const Pair& w, __m256i x_lo, __m256i x_hi) {
-    const __m256i lo = Dp::dot(_mm256_setzero_si256(), w.abs_lo, _mm256_sign_epi8(x_lo, w.lo));
-    return Dp::dot(lo, w.abs_hi, _mm256_sign_epi8(x_hi, w.hi));
+    return Dp::dot(Dp::dot(_mm256_setzero_si256(), w.lo, x_lo), w.hi, x_hi);
   }
 };
 
