@@ -20,13 +20,11 @@
 // instantiation stays private to its translation unit (see quant_tiles.h).
 #pragma once
 
-#include <cstring>
-
 #include "backend/cpu/kernels/act_layout.h"
 #include "core/quant_blocks.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/avx2_util.h"
+#include "backend/cpu/kernels/avx2/group_tiles.h"
 
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
@@ -187,59 +185,20 @@ inline void accumulate_block_group(const uint8_t* const (&w)[R], const uint8_t* 
   }
 }
 
-// The tiles of a block format: F::Block, F::kGroupBlocks blocks of it per group (8, or 1 for a
+// The block engine for GroupTiles: a group is F::kGroupBlocks blocks of F::Block (8, or 1 for a
 // super-block).
 template <typename F>
-struct BlockTiles {
+struct BlockEngine {
   using Block = typename F::Block;
-  static constexpr size_t kGroupBytes = sizeof(Block) * F::kGroupBlocks;
-
+  static constexpr int kGroupBlocks = F::kGroupBlocks;
   template <int R, int T>
-  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
-                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
-    const int64_t full = n / (kQK * kActGroupBlocks);
-    // Where each row and token is up to: advanced one group at a time.
-    const uint8_t* wg[R];
-    const uint8_t* next[R];
-    const uint8_t* xg[T];
-    std::memcpy(wg, w, sizeof wg);
-    std::memcpy(next, ahead, sizeof next);
-    for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
-    __m256 acc[R][T] = {};
-    for (int64_t g = 0; g < full; ++g) {
-      // Decode streams the weights from DRAM: prefetch a later tile's rows (quant_tiles.h).
-      if constexpr (T == 1) {
-        for (int r = 0; r < R; ++r) {
-          for (size_t line = 0; line < kGroupBytes; line += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(next[r] + line), _MM_HINT_T0);
-          }
-          next[r] += kGroupBytes;
-        }
-      }
-      accumulate_block_group<F, R, T>(wg, xg, acc);
-      for (int r = 0; r < R; ++r) wg[r] += kGroupBytes;
-      for (int t = 0; t < T; ++t) xg[t] += kActGroupBytes;
-    }
-    if constexpr (F::kGroupBlocks > 1) {
-      const int rest = static_cast<int>(n / kQK - full * kActGroupBlocks);
-      if (rest > 0) {
-        // The activation row is zero-padded to whole groups; zero blocks (zero scales, zero
-        // codes against zero quants) pad the weights to match and add exactly nothing.
-        Block padded[R][F::kGroupBlocks];
-        std::memset(padded, 0, sizeof padded);
-        const uint8_t* wp[R];
-        for (int r = 0; r < R; ++r) {
-          std::memcpy(padded[r], wg[r], static_cast<size_t>(rest) * sizeof(Block));
-          wp[r] = reinterpret_cast<const uint8_t*>(padded[r]);
-        }
-        accumulate_block_group<F, R, T>(wp, xg, acc);
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(acc[r][t]);
-    }
+  static void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
+                         __m256 (&acc)[R][T]) {
+    accumulate_block_group<F, R, T>(w, x, acc);
   }
 };
+template <typename F>
+using BlockTiles = GroupTiles<BlockEngine<F>>;
 
 // dot, gemm and gemm_gather of a block format, with the tile shapes of Q4_0's engine
 // (quant_tiles.h).

@@ -23,13 +23,11 @@
 // built with -mavxvnni can never stand in for the plain AVX2 copy at link time.
 #pragma once
 
-#include <cstring>
-
 #include "backend/cpu/kernels/act_layout.h"
 #include "core/dtype.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/avx2_util.h"
+#include "backend/cpu/kernels/avx2/group_tiles.h"
 
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
@@ -156,60 +154,21 @@ inline void accumulate_group(const typename WB::Block* const (&w)[R], const uint
   }
 }
 
+// The quant engine for GroupTiles: a group is 8 blocks of WB::Block.
 template <typename WB>
-struct QuantTiles {
+struct QuantEngine {
   using Block = typename WB::Block;
-
+  static constexpr int kGroupBlocks = kGroup;
   template <int R, int T>
-  static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
-                   const uint8_t* x, size_t ldx, float* y, size_t ldy) {
-    const int64_t nb = n / kQK;
-    const int64_t full = nb / kGroup;
-    const Block* wg[R];
-    const char* next[R];
-    const uint8_t* xg[T];
-    for (int r = 0; r < R; ++r) {
-      wg[r] = reinterpret_cast<const Block*>(w[r]);
-      next[r] = reinterpret_cast<const char*>(ahead[r]);
-    }
-    for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
-    __m256 acc[R][T];
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    }
-    // One token streams its weights from DRAM: each group also prefetches its counterpart in
-    // the row read after this one (`ahead`, see TileSet::gemv), so a scattered gathered row is
-    // on its way before its tile starts.
-    for (int64_t g = 0; g < full; ++g) {
-      if constexpr (T == 1) {
-        for (int r = 0; r < R; ++r) {
-          for (size_t line = 0; line < sizeof(Block) * kGroup; line += 64) {
-            _mm_prefetch(next[r] + line, _MM_HINT_T0);
-          }
-          next[r] += sizeof(Block) * kGroup;
-        }
-      }
-      accumulate_group<WB, R, T>(wg, xg, acc);
-      for (int r = 0; r < R; ++r) wg[r] += kGroup;
-      for (int t = 0; t < T; ++t) xg[t] += kActGroupBytes;
-    }
-    if (const int rest = static_cast<int>(nb - full * kGroup); rest > 0) {
-      // The activation row is already zero-padded to whole groups; pad the weights the same
-      // way (zero quants, zero scales contribute exactly nothing).
-      Block padded[R][kGroup];
-      std::memset(padded, 0, sizeof padded);
-      const Block* wp[R];
-      for (int r = 0; r < R; ++r) {
-        std::memcpy(padded[r], wg[r], static_cast<size_t>(rest) * sizeof(Block));
-        wp[r] = padded[r];
-      }
-      accumulate_group<WB, R, T>(wp, xg, acc);
-    }
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) y[t * ldy + r] = hsum(acc[r][t]);
-    }
+  static void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
+                         __m256 (&acc)[R][T]) {
+    const Block* b[R];
+    for (int r = 0; r < R; ++r) b[r] = reinterpret_cast<const Block*>(w[r]);
+    accumulate_group<WB, R, T>(b, x, acc);
   }
 };
+template <typename WB>
+using QuantTiles = GroupTiles<QuantEngine<WB>>;
 
 // dot, gemm and gemm_gather of a quantized weight type. Tile shapes: 2 rows x 4 tokens leaves
 // room for the partial trees in registers; a single token streams runs of consecutive rows one at
