@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -20,6 +21,49 @@ namespace hearth::matmul_detail {
 // prompts over long float rows (an FFN down projection's 5632 F32 columns: 16 tokens a block)
 // waiting on weights, while activations streamed from L3 keep up with the tiles.
 inline constexpr size_t kActBlockBytes = 1536 * 1024;
+// One token (decode) splits its rows into one contiguous range per thread, which the thread
+// reads front to back in chunks of about kStealChunkBytes of weights: one forward stream, as the
+// tiles want. A thread that finishes its range early takes the remaining chunks of the others
+// from their far end, so a core that falls behind (shared with another tenant, or further from
+// its rows) does not keep the rest waiting. Which thread computes a row changes no output bit.
+inline constexpr size_t kStealChunkBytes = 64 * 1024;
+inline constexpr int64_t kRowQuantum = 4;
+inline constexpr int kMaxStealThreads = 64;
+
+// Chunks [front, back) of one thread's range, taken from the front by their owner and from the
+// back by the others, packed in one atomic word (chunk numbers below 2^32).
+class ChunkRange {
+ public:
+  void reset(int64_t front, int64_t back) {
+    word_.store(pack(front, back), std::memory_order_relaxed);
+  }
+  // The next chunk, or -1 once none is left.
+  int64_t take_front() {
+    uint64_t w = word_.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t f = front(w), b = back(w);
+      if (f >= b) return -1;
+      if (word_.compare_exchange_weak(w, pack(f + 1, b), std::memory_order_relaxed)) return f;
+    }
+  }
+  int64_t take_back() {
+    uint64_t w = word_.load(std::memory_order_relaxed);
+    for (;;) {
+      const int64_t f = front(w), b = back(w);
+      if (f >= b) return -1;
+      if (word_.compare_exchange_weak(w, pack(f, b - 1), std::memory_order_relaxed)) return b - 1;
+    }
+  }
+
+ private:
+  static uint64_t pack(int64_t f, int64_t b) {
+    return static_cast<uint64_t>(f) << 32 | static_cast<uint64_t>(b);
+  }
+  static int64_t front(uint64_t w) { return static_cast<int64_t>(w >> 32); }
+  static int64_t back(uint64_t w) { return static_cast<int64_t>(w & 0xffffffffu); }
+  alignas(64) std::atomic<uint64_t> word_{0};
+};
+
 // Token blocks are a multiple of the tile kernels' token count so only the last block has an
 // edge tile.
 inline constexpr int64_t kTokenQuantum = 4;
@@ -51,16 +95,37 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
   if (rows == 0 || n == 0) return;
   if (n == 1) {
     const int used = threads_for(ctx, rows * static_cast<int64_t>(row_bytes));
-    auto task = [&](int ith, int) {
-      if (ith >= used) return;
-      const auto [r0, r1] = cpu::split_range(rows, ith, used);
-      if (r1 > r0) gemm(r0, r1, int64_t{0}, int64_t{1});
-    };
     if (used == 1) {
-      task(0, 1);
-    } else {
-      ctx.pool().run(task);
+      gemm(int64_t{0}, rows, int64_t{0}, int64_t{1});
+      return;
     }
+    if (used > kMaxStealThreads) {
+      ctx.pool().run([&](int ith, int) {
+        if (ith >= used) return;
+        const auto [r0, r1] = cpu::split_range(rows, ith, used);
+        if (r1 > r0) gemm(r0, r1, int64_t{0}, int64_t{1});
+      });
+      return;
+    }
+    const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
+    const int64_t chunk = std::max(kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
+    const int64_t n_chunks = (rows + chunk - 1) / chunk;
+    ChunkRange ranges[kMaxStealThreads];
+    for (int i = 0; i < used; ++i) {
+      const auto [c0, c1] = cpu::split_range(n_chunks, i, used);
+      ranges[i].reset(c0, c1);
+    }
+    const auto run_chunk = [&](int64_t c) {
+      gemm(c * chunk, std::min(rows, (c + 1) * chunk), int64_t{0}, int64_t{1});
+    };
+    ctx.pool().run([&](int ith, int) {
+      if (ith >= used) return;
+      for (int64_t c; (c = ranges[ith].take_front()) >= 0;) run_chunk(c);
+      for (int v = 1; v < used; ++v) {
+        ChunkRange& other = ranges[(ith + v) % used];
+        for (int64_t c; (c = other.take_back()) >= 0;) run_chunk(c);
+      }
+    });
     return;
   }
   const int64_t block = std::max<int64_t>(

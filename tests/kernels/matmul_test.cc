@@ -4,16 +4,20 @@
 // so the last two comparisons are exact.
 #include "ops/matmul.h"
 
+#include <atomic>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/context.h"
 #include "common/kernel_test_util.h"
 #include "core/error.h"
+#include "ops/matmul_common.h"
 
 namespace hearth {
 namespace {
@@ -107,6 +111,43 @@ TEST(Matmul, ResultsDoNotDependOnThreadCount) {
       }
     }
   }
+}
+
+// One token's rows: every row computed exactly once, whatever the thread count and row size, and
+// a thread that falls behind has the end of its range taken over by the others.
+TEST(Matmul, DecodeRowsAreEachComputedOnceAndLateRangesAreShared) {
+  for (int nth = 1; nth <= 4; ++nth) {
+    cpu::CpuContext ctx(nth, cpu::Isa::Scalar);
+    for (int64_t rows : {1, 5, 257, 10007}) {
+      for (size_t row_bytes : {size_t{64}, size_t{1152}, size_t{4096}}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(rows));
+        matmul_detail::run_split(ctx, rows, 1, row_bytes, 0,
+                                 [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+                                   ASSERT_EQ(t0, 0);
+                                   ASSERT_EQ(tn, 1);
+                                   ASSERT_LT(r0, r1);
+                                   for (int64_t r = r0; r < r1; ++r) ++seen[r];
+                                 });
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(seen[r].load(), 1) << "rows=" << rows << " row_bytes=" << row_bytes
+                                       << " nth=" << nth << " row " << r;
+        }
+      }
+    }
+  }
+  // Two threads; the rows of the first half are slow to compute, so the second thread, done
+  // early, must take some of them.
+  cpu::CpuContext ctx(2, cpu::Isa::Scalar);
+  const int64_t rows = 64 * 1024, row_bytes = 64;  // 64 chunks of 1024 rows
+  std::vector<std::thread::id> by(static_cast<size_t>(rows));
+  const auto slow_first_half = [&](int64_t r0, int64_t r1, int64_t, int64_t) {
+    if (r0 < rows / 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int64_t r = r0; r < r1; ++r) by[r] = std::this_thread::get_id();
+  };
+  matmul_detail::run_split(ctx, rows, 1, row_bytes, 0, slow_first_half);
+  int64_t shared = 0;
+  for (int64_t r = 0; r < rows / 2; ++r) shared += by[r] != by[0] ? 1 : 0;
+  EXPECT_GT(shared, 0);
 }
 
 TEST(Matmul, FewTokensMatchReferenceMatvecAndEveryThreadCount) {
