@@ -27,7 +27,9 @@ inline constexpr size_t kActBlockBytes = 1536 * 1024;
 // from their far end, so a core that falls behind (shared with another tenant, or further from
 // its rows) does not keep the rest waiting. Which thread computes a row changes no output bit.
 inline constexpr size_t kStealChunkBytes = 64 * 1024;
-inline constexpr int64_t kRowQuantum = 4;
+// Chunks are whole numbers of the largest one-token tiles (8 rows of long float rows with AVX2)
+// and at least two of them, so a chunk boundary never cuts a product into smaller tiles.
+inline constexpr int64_t kRowQuantum = 8;
 inline constexpr int kMaxStealThreads = 64;
 
 // Chunks [front, back) of one thread's range, taken from the front by their owner and from the
@@ -108,7 +110,7 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
       return;
     }
     const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
-    const int64_t chunk = std::max(kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
+    const int64_t chunk = std::max(2 * kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
     const int64_t n_chunks = (rows + chunk - 1) / chunk;
     ChunkRange ranges[kMaxStealThreads];
     for (int i = 0; i < used; ++i) {
