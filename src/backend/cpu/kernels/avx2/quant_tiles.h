@@ -1,7 +1,8 @@
-// The block-pair tile engine behind the Q8_0 and Q4_0 kernels, shared by the AVX2 and AVX-VNNI
-// variants, which differ only in how a pair of weight blocks meets 64 activation quants (the
-// `products` of a weight format, defined in each variant's .cc). Include only from files compiled
-// with AVX2/FMA/F16C (the avx2/ and avxvnni/ folders).
+// The block-pair tile engine behind the Q8_0 and Q4_0 kernels, shared by the AVX2 and the VNNI
+// variants (AVX-VNNI, AVX512-VNNI), which differ only in how a pair of weight blocks meets 64
+// activation quants (the `products` of a weight format: gemm_quant_avx2.cc, vnni_weights.h). The
+// tile loop around a group is group_tiles.h's. Include only from files compiled with
+// AVX2/FMA/F16C (the avx2/, avxvnni/ and avx512/ folders).
 //
 // Blocks go by pairs and groups of 8. Two weight blocks are loaded side by side so one 8-bit
 // multiply-add covers both, leaving 4 int32 partial sums per block; two levels of horizontal adds
