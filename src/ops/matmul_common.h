@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,41 +29,8 @@ inline constexpr size_t kStealChunkBytes = 64 * 1024;
 // Chunks are whole numbers of the largest one-token tiles (8 rows of long float rows with AVX2)
 // and at least two of them, so a chunk boundary never cuts a product into smaller tiles.
 inline constexpr int64_t kRowQuantum = 8;
+// The ranges live on the stack, one per thread; larger pools split their rows statically.
 inline constexpr int kMaxStealThreads = 64;
-
-// Chunks [front, back) of one thread's range, taken from the front by their owner and from the
-// back by the others, packed in one atomic word (chunk numbers below 2^32).
-class ChunkRange {
- public:
-  void reset(int64_t front, int64_t back) {
-    word_.store(pack(front, back), std::memory_order_relaxed);
-  }
-  // The next chunk, or -1 once none is left.
-  int64_t take_front() {
-    uint64_t w = word_.load(std::memory_order_relaxed);
-    for (;;) {
-      const int64_t f = front(w), b = back(w);
-      if (f >= b) return -1;
-      if (word_.compare_exchange_weak(w, pack(f + 1, b), std::memory_order_relaxed)) return f;
-    }
-  }
-  int64_t take_back() {
-    uint64_t w = word_.load(std::memory_order_relaxed);
-    for (;;) {
-      const int64_t f = front(w), b = back(w);
-      if (f >= b) return -1;
-      if (word_.compare_exchange_weak(w, pack(f, b - 1), std::memory_order_relaxed)) return b - 1;
-    }
-  }
-
- private:
-  static uint64_t pack(int64_t f, int64_t b) {
-    return static_cast<uint64_t>(f) << 32 | static_cast<uint64_t>(b);
-  }
-  static int64_t front(uint64_t w) { return static_cast<int64_t>(w >> 32); }
-  static int64_t back(uint64_t w) { return static_cast<int64_t>(w & 0xffffffffu); }
-  alignas(64) std::atomic<uint64_t> word_{0};
-};
 
 // Token blocks are a multiple of the tile kernels' token count so only the last block has an
 // edge tile.
@@ -112,7 +78,7 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
     const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
     const int64_t chunk = std::max(2 * kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
     const int64_t n_chunks = (rows + chunk - 1) / chunk;
-    ChunkRange ranges[kMaxStealThreads];
+    cpu::ChunkRange ranges[kMaxStealThreads];
     for (int i = 0; i < used; ++i) {
       const auto [c0, c1] = cpu::split_range(n_chunks, i, used);
       ranges[i].reset(c0, c1);
@@ -124,7 +90,7 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
       if (ith >= used) return;
       for (int64_t c; (c = ranges[ith].take_front()) >= 0;) run_chunk(c);
       for (int v = 1; v < used; ++v) {
-        ChunkRange& other = ranges[(ith + v) % used];
+        cpu::ChunkRange& other = ranges[(ith + v) % used];
         for (int64_t c; (c = other.take_back()) >= 0;) run_chunk(c);
       }
     });

@@ -64,6 +64,37 @@ class Turns {
   std::atomic<int> next_{0};
 };
 
+// Chunks [front, back) of one thread's share of a job, taken from the front by their owner, which
+// so reads its share in order, and from the back by threads done with their own share. Packed in
+// one atomic word (chunk numbers below 2^32).
+class ChunkRange {
+ public:
+  void reset(int64_t front, int64_t back) {
+    word_.store(pack(front, back), std::memory_order_relaxed);
+  }
+  // The next chunk, or -1 once none is left.
+  int64_t take_front() { return take(true); }
+  int64_t take_back() { return take(false); }
+
+ private:
+  int64_t take(bool from_front) {
+    uint64_t w = word_.load(std::memory_order_relaxed);
+    for (;;) {
+      const auto front = static_cast<int64_t>(w >> 32);
+      const auto back = static_cast<int64_t>(w & 0xffffffffu);
+      if (front >= back) return -1;
+      const uint64_t rest = from_front ? pack(front + 1, back) : pack(front, back - 1);
+      if (word_.compare_exchange_weak(w, rest, std::memory_order_relaxed)) {
+        return from_front ? front : back - 1;
+      }
+    }
+  }
+  static uint64_t pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
+  }
+  alignas(64) std::atomic<uint64_t> word_{0};
+};
+
 // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's [begin, end).
 inline std::pair<int64_t, int64_t> split_range(int64_t n, int ith, int nth) {
   const int64_t per = n / nth, rem = n % nth;

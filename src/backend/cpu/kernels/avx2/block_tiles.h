@@ -132,69 +132,64 @@ inline __m256 fma_term(__m256 isum, __m256 d, __m256 dx, __m256 acc) {
 
 // --- The engine ----------------------------------------------------------------------------
 
-// One group: R weight rows (pointers to the group's first byte) and T activation groups.
-template <typename F, int R, int T>
-inline void accumulate_block_group(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
-                                   __m256 (&acc)[R][T]) {
-  constexpr int N = F::kTrees;
-  // As in quant_tiles.h: `pending` holds the first pair of each half-group, `half` the first
-  // half-group's hadd until the second arrives.
-  __m256i pending[R][T][N], half[R][T][N], sums[R][T][N];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) {
-      for (int i = 0; i < N; ++i) {
-        pending[r][t][i] = half[r][t][i] = sums[r][t][i] = _mm256_setzero_si256();
-      }
-    }
-  }
-  typename F::Group g[R];
-  for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
-  // Unrolled, so that every shift count and shuffle control of a pair is a constant (GCC does
-  // not unroll it by itself in the larger tiles).
-#pragma GCC unroll 4
-  for (int p = 0; p < kGroupPairs; ++p) {
-    // The tokens' pairs first, then one row's weights at a time: a prepared pair (up to 6
-    // vectors) stays live only while it meets the T tokens.
-    typename F::Act a[T];
-    for (int t = 0; t < T; ++t) {
-      const auto* xq = reinterpret_cast<const __m256i*>(x[t] + 64 * p);
-      a[t] = F::act({_mm256_loadu_si256(xq), _mm256_loadu_si256(xq + 1)});
-    }
-    for (int r = 0; r < R; ++r) {
-      const typename F::Pair wp = F::pair(g[r], p);
-      for (int t = 0; t < T; ++t) {
-        const PairSums<N> v = F::products(wp, a[t]);
-        for (int i = 0; i < N; ++i) {
-          if (p % 2 == 0) {
-            pending[r][t][i] = v.v[i];
-          } else if (p == 1) {
-            half[r][t][i] = _mm256_hadd_epi32(pending[r][t][i], v.v[i]);
-          } else {
-            sums[r][t][i] = _mm256_hadd_epi32(half[r][t][i],
-                                              _mm256_hadd_epi32(pending[r][t][i], v.v[i]));
-          }
-        }
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
-    const __m256i xs =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
-    for (int r = 0; r < R; ++r) acc[r][t] = F::finish(g[r], sums[r][t], dx, xs, acc[r][t]);
-  }
-}
-
 // The block engine for GroupTiles: a group is F::kGroupBlocks blocks of F::Block (8, or 1 for a
 // super-block).
 template <typename F>
 struct BlockEngine {
   using Block = typename F::Block;
   static constexpr int kGroupBlocks = F::kGroupBlocks;
+
+  // One group: R weight rows (pointers to the group's first byte) and T activation groups.
   template <int R, int T>
   static void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
                          __m256 (&acc)[R][T]) {
-    accumulate_block_group<F, R, T>(w, x, acc);
+    constexpr int N = F::kTrees;
+    // As in quant_tiles.h: `pending` holds the first pair of each half-group, `half` the first
+    // half-group's hadd until the second arrives.
+    __m256i pending[R][T][N], half[R][T][N], sums[R][T][N];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) {
+        for (int i = 0; i < N; ++i) {
+          pending[r][t][i] = half[r][t][i] = sums[r][t][i] = _mm256_setzero_si256();
+        }
+      }
+    }
+    typename F::Group g[R];
+    for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
+    // Unrolled, so that every shift count and shuffle control of a pair is a constant (GCC does
+    // not unroll it by itself in the larger tiles).
+#pragma GCC unroll 4
+    for (int p = 0; p < kGroupPairs; ++p) {
+      // The tokens' pairs first, then one row's weights at a time: a prepared pair (up to 6
+      // vectors) stays live only while it meets the T tokens.
+      typename F::Act a[T];
+      for (int t = 0; t < T; ++t) {
+        const auto* xq = reinterpret_cast<const __m256i*>(x[t] + 64 * p);
+        a[t] = F::act({_mm256_loadu_si256(xq), _mm256_loadu_si256(xq + 1)});
+      }
+      for (int r = 0; r < R; ++r) {
+        const typename F::Pair wp = F::pair(g[r], p);
+        for (int t = 0; t < T; ++t) {
+          const PairSums<N> v = F::products(wp, a[t]);
+          for (int i = 0; i < N; ++i) {
+            if (p % 2 == 0) {
+              pending[r][t][i] = v.v[i];
+            } else if (p == 1) {
+              half[r][t][i] = _mm256_hadd_epi32(pending[r][t][i], v.v[i]);
+            } else {
+              sums[r][t][i] = _mm256_hadd_epi32(half[r][t][i],
+                                                _mm256_hadd_epi32(pending[r][t][i], v.v[i]));
+            }
+          }
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
+      const __m256i xs =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
+      for (int r = 0; r < R; ++r) acc[r][t] = F::finish(g[r], sums[r][t], dx, xs, acc[r][t]);
+    }
   }
 };
 template <typename F>

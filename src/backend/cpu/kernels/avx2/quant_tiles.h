@@ -106,66 +106,61 @@ __m256 group_scales(const Block* b) {
       _mm_set_epi64x(static_cast<int64_t>(four(1)), static_cast<int64_t>(four(0))));
 }
 
-// One group: R weight rows (pointers to the group's first block) and T activation groups.
-template <typename WB, int R, int T>
-inline void accumulate_group(const typename WB::Block* const (&w)[R], const uint8_t* const (&x)[T],
-                             __m256 (&acc)[R][T]) {
-  // After pairs 0-1 `half` holds [b0 b0 b2 b2 | b1 b1 b3 b3] partial sums; `pending` holds the
-  // first pair of each half-group until its partner arrives.
-  __m256i pending[R][T], half[R][T], sums[R][T];
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
-  }
-  // Unrolled, so that which tree level a pair feeds is decided at compile time: left as a loop,
-  // GCC tests p at run time and copies the partial trees between registers and the stack.
-#pragma GCC unroll 4
-  for (int p = 0; p < kGroup / 2; ++p) {
-    typename WB::Pair wp[R];
-    for (int r = 0; r < R; ++r) wp[r] = WB::prepare(w[r] + 2 * p);
-    for (int t = 0; t < T; ++t) {
-      const auto* xq = reinterpret_cast<const __m256i*>(x[t] + 64 * p);
-      const __m256i x_lo = _mm256_loadu_si256(xq);
-      const __m256i x_hi = _mm256_loadu_si256(xq + 1);
-      for (int r = 0; r < R; ++r) {
-        const __m256i v = WB::products(wp[r], x_lo, x_hi);
-        if (p % 2 == 0) {
-          pending[r][t] = v;
-        } else if (p == 1) {
-          half[r][t] = _mm256_hadd_epi32(pending[r][t], v);
-        } else {
-          sums[r][t] = _mm256_hadd_epi32(half[r][t], _mm256_hadd_epi32(pending[r][t], v));
-        }
-      }
-    }
-  }
-  __m256 dw[R];
-  for (int r = 0; r < R; ++r) dw[r] = group_scales(w[r]);
-  for (int t = 0; t < T; ++t) {
-    const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
-    __m256i offset = _mm256_setzero_si256();
-    if constexpr (WB::kOffsetShift > 0) {
-      const auto* s = reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset);
-      offset = _mm256_slli_epi32(_mm256_loadu_si256(s), WB::kOffsetShift);
-    }
-    for (int r = 0; r < R; ++r) {
-      __m256i s = sums[r][t];
-      if constexpr (WB::kOffsetShift > 0) s = _mm256_sub_epi32(s, offset);
-      acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw[r], dx), acc[r][t]);
-    }
-  }
-}
-
 // The quant engine for GroupTiles: a group is 8 blocks of WB::Block.
 template <typename WB>
 struct QuantEngine {
   using Block = typename WB::Block;
   static constexpr int kGroupBlocks = kGroup;
+
+  // One group: R weight rows (pointers to the group's first block) and T activation groups.
   template <int R, int T>
-  static void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
+  static void accumulate(const uint8_t* const (&rows)[R], const uint8_t* const (&x)[T],
                          __m256 (&acc)[R][T]) {
-    const Block* b[R];
-    for (int r = 0; r < R; ++r) b[r] = reinterpret_cast<const Block*>(w[r]);
-    accumulate_group<WB, R, T>(b, x, acc);
+    const Block* w[R];
+    for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(rows[r]);
+    // After pairs 0-1 `half` holds [b0 b0 b2 b2 | b1 b1 b3 b3] partial sums; `pending` holds the
+    // first pair of each half-group until its partner arrives.
+    __m256i pending[R][T], half[R][T], sums[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
+    }
+    // Unrolled, so that which tree level a pair feeds is decided at compile time: left as a loop,
+    // GCC tests p at run time and copies the partial trees between registers and the stack.
+#pragma GCC unroll 4
+    for (int p = 0; p < kGroup / 2; ++p) {
+      typename WB::Pair wp[R];
+      for (int r = 0; r < R; ++r) wp[r] = WB::prepare(w[r] + 2 * p);
+      for (int t = 0; t < T; ++t) {
+        const auto* xq = reinterpret_cast<const __m256i*>(x[t] + 64 * p);
+        const __m256i x_lo = _mm256_loadu_si256(xq);
+        const __m256i x_hi = _mm256_loadu_si256(xq + 1);
+        for (int r = 0; r < R; ++r) {
+          const __m256i v = WB::products(wp[r], x_lo, x_hi);
+          if (p % 2 == 0) {
+            pending[r][t] = v;
+          } else if (p == 1) {
+            half[r][t] = _mm256_hadd_epi32(pending[r][t], v);
+          } else {
+            sums[r][t] = _mm256_hadd_epi32(half[r][t], _mm256_hadd_epi32(pending[r][t], v));
+          }
+        }
+      }
+    }
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) dw[r] = group_scales(w[r]);
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
+      __m256i offset = _mm256_setzero_si256();
+      if constexpr (WB::kOffsetShift > 0) {
+        const auto* s = reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset);
+        offset = _mm256_slli_epi32(_mm256_loadu_si256(s), WB::kOffsetShift);
+      }
+      for (int r = 0; r < R; ++r) {
+        __m256i s = sums[r][t];
+        if constexpr (WB::kOffsetShift > 0) s = _mm256_sub_epi32(s, offset);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw[r], dx), acc[r][t]);
+      }
+    }
   }
 };
 template <typename WB>
