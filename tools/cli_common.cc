@@ -35,6 +35,18 @@ int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
   return 1;
 }
 
+void WeightFlags::add_to(CLI::App& app) {
+  auto* on = app.add_flag("--mmap", mmap,
+                          "map the model file (default: read it into huge-page memory when it "
+                          "takes at most half of the available memory, else map it)");
+  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it")
+      ->excludes(on);
+}
+
+WeightLoad WeightFlags::load() const {
+  return mmap ? WeightLoad::Map : no_mmap ? WeightLoad::Read : WeightLoad::Auto;
+}
+
 void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_option("-t,--threads", n_threads, "threads to use (default: all hardware threads)")
       ->check(CLI::Range(1, 1024));
@@ -43,7 +55,7 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_option("-b,--batch-size", n_batch, "tokens per forward pass in prompt processing")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--kv-type", kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}));
-  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  weights.add_to(app);
   app.add_flag("--no-reorder", no_reorder,
                "keep FFN neurons in the file's order (default: most active first where the file "
                "has calibrated frequencies; same output, faster sparse decoding)");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hearth/model.h"
 #include "hearth/sampling.h"
 #include "hearth/session.h"
 
@@ -18,6 +19,15 @@ namespace hearth::cli {
 // "hearth <command>: error: ..." and exit code 1; --help prints usage and exits 0.
 int run_app(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+// --mmap / --no-mmap (LoadOptions::weights): map the file, read it into memory, or (neither)
+// let the loader choose.
+struct WeightFlags {
+  bool mmap = false;
+  bool no_mmap = false;
+  void add_to(CLI::App& app);
+  WeightLoad load() const;
+};
+
 // -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --no-reorder,
 // --sparse MODE, --sparse-threshold F, --dense-prompt, --sparse-prompt
 struct SessionFlags {
@@ -25,7 +35,7 @@ struct SessionFlags {
   int32_t n_ctx = 0;
   int32_t n_batch = 512;
   std::string kv_type = "f16";
-  bool no_mmap = false;
+  WeightFlags weights;
   bool no_reorder = false;  // keep FFN neurons in the file's order (LoadOptions::reorder_neurons)
   // --sparse MODE (dense, oracle, predictor, threshold, auto), checked with parse_sparse_mode while the
   // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get

@@ -203,6 +203,9 @@ int cmd_bench(int argc, char** argv) {
                    to_string(runs.front().session->sparse_mode()).c_str(), trace_path.c_str(),
                    runs.front().session->device_busy_fraction());
     }
+    std::fprintf(stderr, "hearth bench: weights %s\n",
+                 model->weights_in_memory() ? "read into memory (--mmap maps the file instead)"
+                                            : "mapped from the file");
     if (!model->device_name().empty()) {
       std::fprintf(stderr, "hearth bench: %s holds %.1f MiB (peak %.1f MiB)\n",
                    model->device_name().c_str(), model->device_allocated() / 1048576.0,

@@ -95,6 +95,12 @@ int finish(const Model& model, const calib::CalibrationResult& r, const std::str
   return 0;
 }
 
+std::shared_ptr<const Model> load_model(const std::string& path, const WeightFlags& weights) {
+  LoadOptions o;
+  o.weights = weights.load();
+  return Model::load(path, o);
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -103,7 +109,7 @@ int cmd_calibrate(int argc, char** argv) {
   std::string model_path, text_file, heldout_file, out_path, report_dir, rank = "auto", stage = "all";
   calib::CalibrateOptions o;
   int32_t n_threads = 0;
-  bool no_mmap = false;
+  WeightFlags weights;
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-f,--file", text_file, "calibration text");
   app.add_option("-o,--output", out_path, "the calibrated model to write");
@@ -149,7 +155,7 @@ int cmd_calibrate(int argc, char** argv) {
       ->check(CLI::IsMember({"all", "profile", "train"}))->capture_default_str();
   app.add_option("--report", report_dir, "also write an HTML report into this directory");
   app.add_option("-t,--threads", n_threads, "threads (default: all)");
-  app.add_flag("--no-mmap", no_mmap, "read the model into memory instead of mapping it");
+  weights.add_to(app);
   return run_app(app, argc, argv, [&] {
     o.ranks = parse_ranks(rank);
     o.n_threads = n_threads > 0 ? n_threads : default_threads();
@@ -159,14 +165,14 @@ int cmd_calibrate(int argc, char** argv) {
       if (out_path.empty()) fail("--stage train needs -o OUT.gguf");
       check_not_input(model_path, out_path);
       check_writable_dir(out_path);
-      const auto profile = Model::load(model_path, !no_mmap);
+      const auto profile = load_model(model_path, weights);
       return finish(*profile, calib::train_from_profile(profile, o), out_path, report_dir);
     }
     if (text_file.empty()) {
       // Report of an already calibrated model.
       if (report_dir.empty()) fail("give a calibration text (-f FILE), or --report DIR for a calibrated model");
       if (!out_path.empty()) fail("-o needs a calibration text (-f FILE)");
-      const auto model = Model::load(model_path, !no_mmap);
+      const auto model = load_model(model_path, weights);
       sparse::write_calib_report(calib::read_calib_report(*model), report_dir);
       std::printf("report: %s/index.html\n", report_dir.c_str());
       return 0;
@@ -182,7 +188,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (stage == "all" && !std::isnan(o.sparsity)) {
       o.kind = scope == "ffn" ? calib::CalibKind::Thresholds : calib::CalibKind::InputThresholds;
     }
-    const auto model = Model::load(model_path, !no_mmap);
+    const auto model = load_model(model_path, weights);
     return finish(*model, calib::calibrate(model, o), out_path, report_dir);
   });
 }

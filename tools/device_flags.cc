@@ -29,7 +29,7 @@ void DeviceFlags::add_to(CLI::App& app) {
 
 LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) const {
   LoadOptions o;
-  o.use_mmap = !sf.no_mmap;
+  o.weights = sf.weights.load();
   o.reorder_neurons = !sf.no_reorder;
   DeviceOptions& d = o.device;
   d.device = device;

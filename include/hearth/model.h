@@ -40,14 +40,21 @@ struct DeviceOptions {
   SparseMode sparse = SparseMode::Auto;
 };
 
+// How a model's weights come into memory. Map: the file is mapped, its pages read on demand and
+// shared with the page cache. Read: it is copied once into private huge-page memory (--no-mmap),
+// which decodes faster where streaming from the page cache is slow (under a hypervisor, most
+// VMs), at the cost of memory that cannot be dropped under pressure. Auto: Read when the system
+// gives huge pages and the file takes at most half of the available memory, else Map.
+enum class WeightLoad { Auto, Map, Read };
+
 struct LoadOptions {
-  bool use_mmap = true;
+  WeightLoad weights = WeightLoad::Auto;
   // Hold each FFN layer's neurons most-active first, by the firing frequencies calibration stored
   // (blk.N.ffn_act_freq; other layers keep the file's order). The model computes the same
   // function; sparse decoding reads the active rows in long consecutive runs, which is faster.
-  // Costs a copy of those layers' gate, up, down_t and fc2 at load for a mapped file (none with
-  // use_mmap = false, which permutes its private copy). Off by default for tools that read the
-  // weights by file position (calibrate, quantize); the CLI's inference commands turn it on.
+  // Costs a copy of those layers' gate, up, down_t and fc2 at load for a mapped file (none for a
+  // file read into memory, which permutes its private copy). Off by default for tools that read
+  // the weights by file position (calibrate, quantize); the CLI's inference commands turn it on.
   bool reorder_neurons = false;
   DeviceOptions device;
 };
@@ -56,7 +63,7 @@ class Model {
  public:
   // Maps and validates the GGUF file. Throws hearth::Error with a clear message (file, key or
   // tensor named) on any problem: missing file, not GGUF, truncated, unsupported arch or type.
-  // use_mmap = false reads the file into private memory instead of mapping it (--no-mmap).
+  // use_mmap = false reads the file into private memory instead of mapping it (WeightLoad::Read).
   static std::shared_ptr<const Model> load(const std::string& path, bool use_mmap = true);
   // The same, then places part of the model on a device (options.device). Throws hearth::Error
   // when the device is missing or the budget exceeds its free memory.
@@ -68,6 +75,9 @@ class Model {
   // Total bytes of weight data that one decode step reads (all matrices once, embeddings excluded).
   uint64_t weight_bytes_per_token() const;
   uint64_t file_bytes() const;
+  // Whether the weights were read into private memory (WeightLoad::Read, or Auto resolved to it)
+  // rather than mapped.
+  bool weights_in_memory() const;
 
   // Whether every FFN layer has a predictor (blk.N.fc1/fc2), so SparseMode::Predictor can run.
   bool has_predictors() const;

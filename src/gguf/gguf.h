@@ -55,10 +55,17 @@ class GgufFile {
  public:
   // Maps and validates the file. Accepts magic "GGUF" and PowerInfer's "PWRI", versions 2 and 3.
   // Mmap maps the file (weights paged in on demand, shared with the page cache). Read copies it
-  // once into private, huge-page-advised memory (llama.cpp's --no-mmap): steadier bandwidth where
-  // the page cache is slow to stream from, at the cost of the file's size in RAM.
-  enum class Load { Mmap, Read };
+  // once into private, huge-page-advised memory (llama.cpp's --no-mmap): a page cache is held in
+  // 4 KiB pages, and streaming weights through them costs a TLB miss per page, which under a
+  // hypervisor's nested paging holds decode well below DRAM bandwidth. Auto reads when that can
+  // pay off and is safe (resolve_load), else maps.
+  enum class Load { Mmap, Read, Auto };
   static std::unique_ptr<GgufFile> open(const std::string& path, Load load = Load::Mmap);
+  // Auto: Read when the system gives huge pages and the file takes at most half of the available
+  // memory (a private copy cannot be dropped under memory pressure as mapped pages can); Mmap
+  // otherwise, including when the available memory is unknown (0). Other loads stay as they are.
+  static Load resolve_load(Load load, uint64_t file_bytes, uint64_t available_bytes,
+                           bool huge_pages);
   // Parses a GGUF image already in memory (borrowed: `data` must outlive the result); `name`
   // stands for the path in messages. Same validation as open(); used by tests and the fuzzer.
   static std::unique_ptr<GgufFile> open_buffer(const std::string& name, const uint8_t* data,
@@ -68,6 +75,8 @@ class GgufFile {
   GgufFile& operator=(const GgufFile&) = delete;
 
   const std::string& path() const { return path_; }
+  // Whether open() read the file into private memory (Load::Read, or Auto resolved to it).
+  bool is_private_copy() const { return private_copy_; }
   uint32_t version() const { return version_; }
   bool is_powerinfer() const { return powerinfer_; }  // magic was "PWRI"
   uint64_t alignment() const { return alignment_; }

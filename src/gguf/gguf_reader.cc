@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/system_memory.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_internal.h"
 
@@ -335,6 +336,8 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
     const auto size = static_cast<size_t>(st.st_size);
     void* m = nullptr;
     size_t mapped = size;
+    load = resolve_load(load, size, load == Load::Auto ? available_memory_bytes() : 0,
+                        load == Load::Auto && transparent_huge_pages());
     if (load == Load::Read) {
       constexpr size_t kHugePage = size_t{2} << 20;
       mapped = (size + kHugePage - 1) / kHugePage * kHugePage;
@@ -352,6 +355,13 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
   }
   GgufParser(*file).parse();
   return file;
+}
+
+GgufFile::Load GgufFile::resolve_load(Load load, uint64_t file_bytes, uint64_t available_bytes,
+                                      bool huge_pages) {
+  if (load != Load::Auto) return load;
+  return huge_pages && available_bytes > 0 && file_bytes <= available_bytes / 2 ? Load::Read
+                                                                                : Load::Mmap;
 }
 
 std::unique_ptr<GgufFile> GgufFile::open_buffer(const std::string& name, const uint8_t* data,

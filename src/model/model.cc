@@ -13,14 +13,17 @@ Model::~Model() = default;
 
 std::shared_ptr<const Model> Model::load(const std::string& path, bool use_mmap) {
   LoadOptions o;
-  o.use_mmap = use_mmap;
+  o.weights = use_mmap ? WeightLoad::Map : WeightLoad::Read;
   return load(path, o);
 }
 
 std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->file = gguf::GgufFile::open(
-      path, options.use_mmap ? gguf::GgufFile::Load::Mmap : gguf::GgufFile::Load::Read);
+  using Load = gguf::GgufFile::Load;
+  const Load load = options.weights == WeightLoad::Map    ? Load::Mmap
+                    : options.weights == WeightLoad::Read ? Load::Read
+                                                          : Load::Auto;
+  impl->file = gguf::GgufFile::open(path, load);
   impl->config = read_config(*impl->file);
   impl->weights = bind_weights(*impl->file, impl->config);
   impl->tokenizer = text::Tokenizer::from_gguf(*impl->file);
@@ -45,6 +48,7 @@ uint64_t Model::device_peak_allocated() const {
 const ModelConfig& Model::config() const { return impl_->config; }
 const std::string& Model::path() const { return impl_->file->path(); }
 uint64_t Model::file_bytes() const { return impl_->file->file_size(); }
+bool Model::weights_in_memory() const { return impl_->file->is_private_copy(); }
 
 uint64_t Model::weight_bytes_per_token() const {
   uint64_t total = impl_->non_ffn_bytes();

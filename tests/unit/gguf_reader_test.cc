@@ -104,7 +104,13 @@ TEST(GgufReader, EditInPlaceOnlyInAPrivateCopy) {
     EXPECT_EQ(std::memcmp(f->tensors()[0].data, weights.data(), 32), 0);
   }
 
+  EXPECT_FALSE(mapped->is_private_copy());
+  // Auto reads or maps (by the machine), and either way sees the file's bytes.
+  const auto chosen = GgufFile::open(path, GgufFile::Load::Auto);
+  EXPECT_EQ(std::memcmp(chosen->tensors()[0].data, weights.data(), 32), 0);
+
   const auto read = GgufFile::open(path, GgufFile::Load::Read);
+  EXPECT_TRUE(read->is_private_copy());
   const TensorInfo& t = read->tensors()[0];
   EXPECT_TRUE(read->edit_in_place(t.data, 32, swap_rows));
   const std::vector<float> swapped = {5, 6, 7, 8, 1, 2, 3, 4};
@@ -174,6 +180,20 @@ TEST(GgufReader, FormatsValues) {
   EXPECT_NE(fmt("long").find("(500 bytes)"), std::string::npos);
   EXPECT_LT(fmt("long").size(), 200u);
   EXPECT_EQ(value_type_name(ValueType::F64), "f64");
+}
+
+// Auto reads the file into memory only where huge pages back it and it leaves at least half of
+// the available memory free; an explicit choice is never changed.
+TEST(GgufReader, AutoLoadReadsSmallFilesWhereHugePagesExist) {
+  using Load = GgufFile::Load;
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  EXPECT_EQ(GgufFile::resolve_load(Load::Auto, 2 * kGiB, 16 * kGiB, true), Load::Read);
+  EXPECT_EQ(GgufFile::resolve_load(Load::Auto, 8 * kGiB, 16 * kGiB, true), Load::Read);
+  EXPECT_EQ(GgufFile::resolve_load(Load::Auto, 8 * kGiB + 1, 16 * kGiB, true), Load::Mmap);
+  EXPECT_EQ(GgufFile::resolve_load(Load::Auto, 2 * kGiB, 16 * kGiB, false), Load::Mmap);
+  EXPECT_EQ(GgufFile::resolve_load(Load::Auto, 1, 0, true), Load::Mmap);  // unknown memory
+  EXPECT_EQ(GgufFile::resolve_load(Load::Mmap, 1, 16 * kGiB, true), Load::Mmap);
+  EXPECT_EQ(GgufFile::resolve_load(Load::Read, 64 * kGiB, 16 * kGiB, false), Load::Read);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ std::string without_down_t(const std::string& src) {
 
 std::shared_ptr<const Model> load(const std::string& path, bool reorder, bool mmap) {
   LoadOptions o;
-  o.use_mmap = mmap;
+  o.weights = mmap ? WeightLoad::Map : WeightLoad::Read;
   o.reorder_neurons = reorder;
   return Model::load(path, o);
 }
