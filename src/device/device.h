@@ -18,6 +18,7 @@
 #include "hearth/session.h"
 #include "hearth/types.h"
 #include "core/weight_views.h"
+#include "sparse/ffn_types.h"
 
 namespace hearth {
 class TraceRecorder;
@@ -59,8 +60,8 @@ struct DeviceSessionOptions {
   int32_t n_ffn_batch = 8;   // most tokens one ffn_begin() call gets (sparse::kMaxSparseBatch)
   KvType kv_type = KvType::F16;
   SparseMode mode = SparseMode::Dense;    // never Auto
-  std::vector<float> thresholds;          // [n_layer] FfnWeights::threshold
-  std::vector<float> down_thresholds;     // [n_layer] FfnWeights::down_threshold
+  // [n_layer] the host's sparse::layer_rule() of each layer, or empty: `mode` at threshold 0.
+  std::vector<sparse::LayerRule> rules;
   int64_t predictor_width = 0;            // the widest fc1 (rows), for scratch sizing
 };
 

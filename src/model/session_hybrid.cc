@@ -38,11 +38,9 @@ void Session::Impl::open_device(const SessionOptions& o) {
   so.n_batch = n_batch;
   so.kv_type = o.kv_type;
   so.mode = sparse_mode;
-  so.thresholds.clear();
-  so.down_thresholds.clear();
+  so.rules.clear();
   for (const sparse::FfnWeights& w : ffn_weights) {
-    so.thresholds.push_back(w.threshold);
-    so.down_thresholds.push_back(w.down_threshold);
+    so.rules.push_back(sparse::layer_rule(sparse_mode, w));
   }
   device = model.device->open_session(so);
   device->set_trace(trace.get());

@@ -22,6 +22,14 @@ FfnShape ffn_shape(const ModelConfig& c, int64_t n_ff, int64_t max_hidden, int64
   return s;
 }
 
+LayerRule layer_rule(SparseMode mode, const FfnWeights& w) {
+  LayerRule r;
+  r.mode = mode;
+  r.threshold = mode == SparseMode::Dense ? 0.0f : w.threshold;
+  r.down_threshold = mode == SparseMode::Threshold ? w.down_threshold : 0.0f;
+  return r;
+}
+
 FfnExecutor::FfnExecutor(const FfnShape& shape, const FfnMode& mode)
     : shape_(shape),
       mode_(mode),
@@ -61,12 +69,13 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   }
   const bool decides = small || mode_.masked_batches;
   const NeuronRule& rule = decides ? *rule_ : *dense_rule_;
+  const LayerRule layer = layer_rule(decides ? mode_.mode : SparseMode::Dense, w);
   const int64_t neurons = n * (w.neurons ? w.n_neurons : shape_.n_ff);
   const bool thresholds = decides && mode_.mode == SparseMode::Threshold;
   scratch_.n_inputs = -1;
   if (thresholds) xn = threshold_input(w, xn, n, stats);
   const uint64_t active_before = stats.neurons_active;
-  const Selection sel = rule.decide(ctx, shape_, w, xn, p, n, scratch_, stats);
+  const Selection sel = rule.decide(ctx, shape_, layer, w, xn, p, n, scratch_, stats);
   const FfnGroup g{w, xn, p, n, out};
   // A subset is gathered even when every neuron fires: its rows are scattered over the matrices.
   if (small && (sel.kind != Selection::Kind::All || w.neurons)) {

@@ -52,6 +52,22 @@ struct FfnWeights {
   const int32_t* order = nullptr;
 };
 
+// How one layer's mode decides which neurons fire, as plain values. The host's rules
+// (neuron_rule.h) and a device's FFN over its hot neurons (device/cuda/hot_ffn.h) both decide by
+// this struct, made by layer_rule() from the layer's FfnWeights, so the two cannot drift apart.
+struct LayerRule {
+  SparseMode mode = SparseMode::Dense;  // never Auto
+  // Predictor: a neuron fires iff its score >= threshold. Oracle and Threshold: iff its
+  // |activation| > threshold (Oracle's is 0 unless a file or the session sets one).
+  float threshold = 0.0f;
+  // Threshold only: of the firing neurons, those with |act(gate) · up| <= down_threshold skip
+  // their down row too (0: none does).
+  float down_threshold = 0.0f;
+};
+
+// The rule of layer w under `mode` (not Auto).
+LayerRule layer_rule(SparseMode mode, const FfnWeights& w);
+
 struct FfnShape {
   int64_t n_embd = 0;
   int64_t n_ff = 0;

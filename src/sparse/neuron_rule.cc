@@ -16,8 +16,8 @@ bool gated(const FfnWeights& w) { return w.gate && w.gate->present(); }
 
 class DenseRule final : public NeuronRule {
  public:
-  Selection decide(cpu::CpuContext&, const FfnShape&, const FfnWeights&, const float*,
-                   const float*, int64_t, FfnScratch&, SparseStats&) const override {
+  Selection decide(cpu::CpuContext&, const FfnShape&, const LayerRule&, const FfnWeights&,
+                   const float*, const float*, int64_t, FfnScratch&, SparseStats&) const override {
     return Selection{};
   }
 };
@@ -28,8 +28,8 @@ class MagnitudeRule final : public NeuronRule {
  public:
   explicit MagnitudeRule(bool oracle) : oracle_(oracle) {}
 
-  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
-                   const float* xn, const float*, int64_t n, FfnScratch& s,
+  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const LayerRule& rule,
+                   const FfnWeights& w, const float* xn, const float*, int64_t n, FfnScratch& s,
                    SparseStats& stats) const override {
     const int64_t n_ff = shape.n_ff;
     const Matrix& m = gated(w) ? *w.gate : *w.up;
@@ -52,11 +52,11 @@ class MagnitudeRule final : public NeuronRule {
       add_bias(ctx.isa(), d, bias, n, n_ff);
       activate(ctx.isa(), shape.act, d, n * n_ff, d);
     }
-    if (w.threshold > 0.0f) mask_below(d, n * n_ff, w.threshold);
+    if (rule.threshold > 0.0f) mask_below(d, n * n_ff, rule.threshold);
     Selection sel;
     sel.kind = Selection::Kind::Activations;
     sel.values = d;
-    sel.down_threshold = oracle_ ? 0.0f : w.down_threshold;
+    sel.down_threshold = rule.down_threshold;
     sel.exact = oracle_;
     return sel;
   }
@@ -69,8 +69,8 @@ class PredictorRule final : public NeuronRule {
  public:
   explicit PredictorRule(bool audit) : audit_(audit) {}
 
-  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
-                   const float* xn, const float* p, int64_t n, FfnScratch& s,
+  Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const LayerRule& rule,
+                   const FfnWeights& w, const float* xn, const float* p, int64_t n, FfnScratch& s,
                    SparseStats& stats) const override {
     // score[n, n_ff] = fc2 · relu(fc1 · p)
     float* const h = s.hidden.data();
@@ -81,7 +81,7 @@ class PredictorRule final : public NeuronRule {
     Selection sel;
     sel.kind = Selection::Kind::Scores;
     sel.values = s.score.data();
-    sel.threshold = w.threshold;
+    sel.threshold = rule.threshold;
     if (audit_) audit(ctx, shape, w, xn, n, sel, s, stats);
     return sel;
   }

@@ -49,12 +49,12 @@ struct Selection {
 class NeuronRule {
  public:
   virtual ~NeuronRule() = default;
-  // Decides for the tokens xn[n, n_embd] (the FFN's input) and p[n, n_embd] (the predictor's) of
-  // layer w, over w's neuron subset when it has one; writes what it computes into s and the
-  // weight bytes it reads into stats.
-  virtual Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const FfnWeights& w,
-                           const float* xn, const float* p, int64_t n, FfnScratch& s,
-                           SparseStats& stats) const = 0;
+  // Decides by `rule` (layer_rule() of this mode and w) for the tokens xn[n, n_embd] (the FFN's
+  // input) and p[n, n_embd] (the predictor's) of layer w, over w's neuron subset when it has one;
+  // writes what it computes into s and the weight bytes it reads into stats.
+  virtual Selection decide(cpu::CpuContext& ctx, const FfnShape& shape, const LayerRule& rule,
+                           const FfnWeights& w, const float* xn, const float* p, int64_t n,
+                           FfnScratch& s, SparseStats& stats) const = 0;
 };
 
 // The rule of a mode (not Auto). audit (Predictor): also compute the true activations and count

@@ -77,9 +77,12 @@ void expect_flag_keeps_text(const std::vector<std::string>& args, const std::str
   return ::testing::AssertionFailure() << r.err;
 }
 
-TEST_F(Cli, NoMmapGivesTheSameText) {
-  expect_flag_keeps_text({"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"},
-                         "--no-mmap");
+// The default reads a small file into memory or maps it, by the machine; both forced ways give
+// the same text.
+TEST_F(Cli, MmapAndNoMmapGiveTheSameText) {
+  for (const char* flag : {"--no-mmap", "--mmap"}) {
+    expect_flag_keeps_text({"run", "-m", *model_, "-p", "hello", "-n", "12", "--temp", "0"}, flag);
+  }
 }
 
 // A sparse model with measured frequencies is held most-active first unless --no-reorder: the
@@ -166,6 +169,7 @@ TEST_F(Cli, UsageErrors) {
   expect_clean_error(run_hearth({"frobnicate"}), "unknown command");
   expect_clean_error(run_hearth({"run", "-p", "x"}), "model");
   expect_clean_error(run_hearth({"run", "-m", *model_, "--bogus"}), "bogus");
+  expect_clean_error(run_hearth({"run", "-m", *model_, "--mmap", "--no-mmap"}), "excludes");
   expect_clean_error(run_hearth({"run", "-m", *model_, "-n", "abc"}), "n-predict");
   expect_clean_error(run_hearth({"run", "-m", *model_, "--top-p", "2"}), "top_p");
   expect_clean_error(run_hearth({"run", "-m", *model_, "-p", "a", "-f", "b"}), "either");
@@ -185,7 +189,10 @@ TEST_F(Cli, BadModelFiles) {
     const std::string path = *dir_ + "/cut" + std::to_string(cut) + ".gguf";
     test::write_file(path, full.substr(0, cut));
     expect_clean_error(run_hearth({"run", "-m", path, "-n", "1"}), "cut" + std::to_string(cut));
-    expect_clean_error(run_hearth({"run", "-m", path, "-n", "1", "--no-mmap"}), "cut" + std::to_string(cut));
+    for (const char* load : {"--no-mmap", "--mmap"}) {
+      expect_clean_error(run_hearth({"run", "-m", path, "-n", "1", load}),
+                         "cut" + std::to_string(cut));
+    }
   }
 }
 

@@ -131,8 +131,12 @@ void run_case(const FfnCase& c, const std::vector<int32_t>& hot, int64_t n) {
   backend::DeviceSessionOptions so;
   so.mode = c.mode;
   // Layer 0's values would change every decision of layer 1 if the device read the wrong one.
-  so.thresholds = {1e9f, th.threshold};
-  so.down_thresholds = {1e9f, th.down_threshold};
+  // The rules come from the host's factory, as a session's do.
+  sparse::FfnWeights other, tested;
+  other.threshold = other.down_threshold = 1e9f;
+  tested.threshold = th.threshold;
+  tested.down_threshold = th.down_threshold;
+  so.rules = {sparse::layer_rule(c.mode, other), sparse::layer_rule(c.mode, tested)};
   GpuSession gpu =
       open_gpu_session(m.device_model(false, hot, c.mode == SparseMode::Predictor), so);
   backend::DeviceSession* session = gpu.session.get();

@@ -99,7 +99,7 @@ TEST(NeuronRule, OracleDecidesTheNonZeroGateActivations) {
   FfnScratch s(shape(), FfnMode{SparseMode::Oracle});
   SparseStats stats;
   const Selection sel = make_neuron_rule(SparseMode::Oracle, false)
-                            ->decide(ctx, shape(), l.w, x.data(), x.data(), kTokens, s, stats);
+                            ->decide(ctx, shape(), layer_rule(SparseMode::Oracle, l.w), l.w, x.data(), x.data(), kTokens, s, stats);
   ASSERT_EQ(sel.kind, Selection::Kind::Activations);
   EXPECT_TRUE(sel.exact);
   EXPECT_EQ(stats.weight_bytes, l.mg.bytes());
@@ -120,7 +120,7 @@ TEST(NeuronRule, ThresholdKeepsOnlyActivationsAboveIt) {
   FfnScratch s(shape(), FfnMode{SparseMode::Threshold});
   SparseStats stats;
   const Selection sel = make_neuron_rule(SparseMode::Threshold, false)
-                            ->decide(ctx, shape(), l.w, x.data(), x.data(), 1, s, stats);
+                            ->decide(ctx, shape(), layer_rule(SparseMode::Threshold, l.w), l.w, x.data(), x.data(), 1, s, stats);
   EXPECT_FALSE(sel.exact);
   EXPECT_EQ(sel.down_threshold, 0.1f);
   const auto g = product(l.gate, kFf, kEmbd, x.data());
@@ -141,7 +141,7 @@ TEST(NeuronRule, PredictorScoresAreTheTwoLayerProduct) {
   FfnScratch s(shape(), FfnMode{SparseMode::Predictor});
   SparseStats stats;
   const Selection sel = make_neuron_rule(SparseMode::Predictor, false)
-                            ->decide(ctx, shape(), l.w, p.data(), p.data(), kTokens, s, stats);
+                            ->decide(ctx, shape(), layer_rule(SparseMode::Predictor, l.w), l.w, p.data(), p.data(), kTokens, s, stats);
   ASSERT_EQ(sel.kind, Selection::Kind::Scores);
   for (int64_t t = 0; t < kTokens; ++t) {
     auto h = product(l.fc1, kHidden, kEmbd, p.data() + t * kEmbd);
@@ -151,6 +151,27 @@ TEST(NeuronRule, PredictorScoresAreTheTwoLayerProduct) {
   }
 }
 
+// The values every rule decides by, the host's and a device's alike: each mode keeps only the
+// thresholds it uses.
+TEST(NeuronRule, LayerRuleKeepsTheThresholdsOfItsMode) {
+  FfnWeights w;
+  w.threshold = 0.25f;
+  w.down_threshold = 0.125f;
+  const LayerRule dense = layer_rule(SparseMode::Dense, w);
+  EXPECT_EQ(dense.threshold, 0.0f);
+  EXPECT_EQ(dense.down_threshold, 0.0f);
+  const LayerRule oracle = layer_rule(SparseMode::Oracle, w);
+  EXPECT_EQ(oracle.mode, SparseMode::Oracle);
+  EXPECT_EQ(oracle.threshold, 0.25f);
+  EXPECT_EQ(oracle.down_threshold, 0.0f);
+  const LayerRule threshold = layer_rule(SparseMode::Threshold, w);
+  EXPECT_EQ(threshold.threshold, 0.25f);
+  EXPECT_EQ(threshold.down_threshold, 0.125f);
+  const LayerRule predictor = layer_rule(SparseMode::Predictor, w);
+  EXPECT_EQ(predictor.threshold, 0.25f);
+  EXPECT_EQ(predictor.down_threshold, 0.0f);
+}
+
 TEST(NeuronRule, DenseSelectsEverything) {
   hearth::cpu::CpuContext ctx(1);
   Layer l;
@@ -158,7 +179,7 @@ TEST(NeuronRule, DenseSelectsEverything) {
   SparseStats stats;
   const auto x = random_values(kEmbd, 12);
   const Selection sel =
-      make_neuron_rule(SparseMode::Dense, false)->decide(ctx, shape(), l.w, x.data(), x.data(), 1,
+      make_neuron_rule(SparseMode::Dense, false)->decide(ctx, shape(), layer_rule(SparseMode::Dense, l.w), l.w, x.data(), x.data(), 1,
                                                          s, stats);
   EXPECT_EQ(sel.kind, Selection::Kind::All);
   EXPECT_EQ(stats.weight_bytes, 0u);
@@ -228,7 +249,7 @@ TEST(FfnPipeline, DownThresholdDropsSmallActivations) {
   FfnScratch s(shape(), FfnMode{SparseMode::Threshold});
   SparseStats stats;
   const Selection sel = make_neuron_rule(SparseMode::Threshold, false)
-                            ->decide(ctx, shape(), l.w, x.data(), x.data(), 1, s, stats);
+                            ->decide(ctx, shape(), layer_rule(SparseMode::Threshold, l.w), l.w, x.data(), x.data(), 1, s, stats);
   std::vector<float> out(kEmbd);
   ffn_sparse(ctx, shape(), FfnGroup{l.w, x.data(), x.data(), 1, out.data()}, sel, s, stats);
   const auto a = l.act(x.data());

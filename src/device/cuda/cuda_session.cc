@@ -187,10 +187,10 @@ void CudaDeviceSession::attention(int64_t il, int32_t seq, float* x, int64_t n, 
 HotFfnRule CudaDeviceSession::rule(int64_t il) const {
   const auto i = static_cast<size_t>(il);
   HotFfnRule r;
-  r.mode = options_.mode;
-  r.threshold = options_.thresholds.empty() ? 0.0f : options_.thresholds[i];
-  if (r.mode == SparseMode::Threshold && !options_.down_thresholds.empty()) {
-    r.down_threshold = options_.down_thresholds[i];
+  if (options_.rules.empty()) {
+    r.layer.mode = options_.mode;
+  } else {
+    r.layer = options_.rules[i];
   }
   r.act = model_.config.ffn_act;
   r.up_relu = model_.config.ffn_up_relu;

@@ -38,7 +38,7 @@ void compact(const float* values, int64_t ld, int64_t n, const int32_t* count_de
 }
 
 bool two_stage(const HotFfnRule& r) {
-  return r.mode == SparseMode::Threshold && r.down_threshold > 0.0f;
+  return r.layer.mode == SparseMode::Threshold && r.layer.down_threshold > 0.0f;
 }
 
 uint64_t rows_bytes(const DeviceMatrix& m, int64_t rows) {
@@ -73,7 +73,7 @@ void enqueue_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const Hot
               .n = n,
               .ld = ld};
 
-  switch (r.mode) {
+  switch (r.layer.mode) {
     case SparseMode::Dense:
       launch_set_count(k_union, static_cast<int32_t>(k), s);
       list = b.iota;
@@ -91,7 +91,7 @@ void enqueue_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const Hot
       } else {
         matvec(l.up, b.xn, n_embd, n, nullptr, nullptr, up_bias, b.f, ld, s);
       }
-      launch_act_mask(r.act, r.threshold, b.f, n, k, ld, s);
+      launch_act_mask(r.act, r.layer.threshold, b.f, n, k, ld, s);
       compact(b.f, ld, n, nullptr, k, b.idx, k_union, &b.counters->pairs, s);
       if (gated) matvec(l.up, b.xn, n_embd, n, b.idx, k_union, up_bias, b.u, ld, s);
       launch_oracle_combine(r.up_relu && gated, gated ? b.u : nullptr, b.f, b.idx, k_union, k, n,
@@ -99,12 +99,13 @@ void enqueue_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const Hot
       if (two_stage(r)) {
         // Rows whose every coefficient is now zero are skipped by the axpy: the same sum as
         // the host's dropping them from its list. Counted here for the stats.
-        launch_abs_mask(r.down_threshold, b.u, k_union, k, n, ld, s);
+        launch_abs_mask(r.layer.down_threshold, b.u, k_union, k, n, ld, s);
         compact(b.u, ld, n, k_union, 0, nullptr, &b.counters->k_down, &b.counters->pairs_down, s);
       }
       break;
     case SparseMode::Predictor:
-      enqueue_predictor(l.fc1.view(), l.fc2.view(), b.p, n, b.hidden, r.threshold, b.f, ld, s);
+      enqueue_predictor(l.fc1.view(), l.fc2.view(), b.p, n, b.hidden, r.layer.threshold, b.f, ld,
+                        s);
       compact(b.f, ld, n, nullptr, k, b.idx, k_union, &b.counters->pairs, s);
       matvec(l.up, b.xn, n_embd, n, b.idx, k_union, up_bias, b.u, ld, s);
       if (gated) matvec(l.gate, b.xn, n_embd, n, b.idx, k_union, nullptr, b.g, ld, s);
@@ -132,7 +133,7 @@ void enqueue_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const Hot
 
 void count_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const FfnCounters& c,
                    int64_t n, SparseStats& stats) {
-  switch (r.mode) {
+  switch (r.layer.mode) {
     case SparseMode::Dense:
       stats.neurons_active += static_cast<uint64_t>(n * l.n_hot);
       stats.weight_bytes += l.gate.bytes() + l.up.bytes() + l.down_t.bytes();  // 0 for no gate

@@ -1,5 +1,5 @@
-// The hot part of a layer's FFN on the device, with the host's per-neuron rules (sparse/ffn.h,
-// FfnExecutor) applied to the hot neurons only:
+// The hot part of a layer's FFN on the device, deciding by the host's sparse::LayerRule of the
+// layer (the values its NeuronRules decide by) over the hot neurons only:
 //   Dense      every hot neuron;
 //   Oracle     act(gate) != 0 (act(up) without a gate), from the full hot gate;
 //   Threshold  |act(gate)| > threshold, then of those |act(gate) · up| > down_threshold when
@@ -17,13 +17,13 @@
 #include "device/cuda/device_weights.h"
 #include "device/cuda/kernel_types.h"
 #include "hearth/session.h"
+#include "sparse/ffn_types.h"
 
 namespace hearth::gpu {
 
+// The layer's rule, and the activation the rule applies it to.
 struct HotFfnRule {
-  SparseMode mode = SparseMode::Dense;  // never Auto
-  float threshold = 0.0f;       // Predictor: score >= it; Oracle, Threshold: |act| > it (0: != 0)
-  float down_threshold = 0.0f;  // Threshold only
+  sparse::LayerRule layer;
   FfnActivation act = FfnActivation::Silu;
   bool up_relu = false;  // dReLU
 };

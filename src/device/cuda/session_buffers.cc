@@ -27,12 +27,8 @@ void check_options(const ModelConfig& c, const backend::DeviceSessionOptions& o,
   }
   if (o.mode == SparseMode::Auto) fail("internal: a device session needs a resolved sparse mode");
   const auto n_layer = static_cast<size_t>(c.n_layer);
-  if (!o.thresholds.empty() && o.thresholds.size() != n_layer) {
-    fail("the device session got ", o.thresholds.size(), " thresholds for ", n_layer, " layers");
-  }
-  if (!o.down_thresholds.empty() && o.down_thresholds.size() != n_layer) {
-    fail("the device session got ", o.down_thresholds.size(), " down thresholds for ", n_layer,
-         " layers");
+  if (!o.rules.empty() && o.rules.size() != n_layer) {
+    fail("the device session got ", o.rules.size(), " layer rules for ", n_layer, " layers");
   }
 }
 

@@ -193,8 +193,10 @@ class StandinSession : public DeviceSession {
       w.fc2 = &l.fc2;
       w.up_bias = l.up_bias;
       w.layer = static_cast<int32_t>(il);
-      w.threshold = options_.thresholds.empty() ? 0.0f : options_.thresholds[il];
-      w.down_threshold = options_.down_thresholds.empty() ? 0.0f : options_.down_thresholds[il];
+      if (!options_.rules.empty()) {
+        w.threshold = options_.rules[il].threshold;
+        w.down_threshold = options_.rules[il].down_threshold;
+      }
     }
     // The executors keep their buffers in host vectors; charge them as what they would take.
     if (bytes) executor_buffers_ = mem.alloc(bytes, "FFN buffers");
