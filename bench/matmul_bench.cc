@@ -122,35 +122,45 @@ void bm_qkv(benchmark::State& state, DType t) {
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
 
-// The gemm kernel alone on one thread, its weights and activations resident in L1 (16 rows x
-// 512 columns against 16 tokens, a few KiB each): the tile code's own arithmetic rate, with no
-// cache or DRAM in the way. Set against bm_peak, it tells how much of a prompt's shortfall is
-// the tiles' instruction mix and how much is where their operands come from.
-void bm_gemm_l1(benchmark::State& state, DType t) {
-  constexpr int64_t kRows = 8, kCols = 1024, kTokens = 8;
+// One thread's gemm kernel on hot operands: `rows` x `cols` weights against `tokens` activation
+// rows, all in cache, with no thread pool, DRAM or page walks in the way.
+void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens) {
   cpu::CpuContext ctx(1);
   const cpu::WeightKernels& k = ctx.kernels().weights(t);
-  const WeightSet& w = cached_weights(t, kRows, kCols, 0);
-  const auto x = random_activations(kTokens * kCols, 2);
-  const size_t ldx = k.to_act ? cpu::act_row_bytes(k.act, kCols) : kCols * sizeof(float);
-  std::vector<uint8_t> xa(ldx * kTokens);
-  for (int64_t t0 = 0; t0 < kTokens; ++t0) {
+  const WeightSet& w = cached_weights(t, rows, cols, 0);
+  const auto x = random_activations(tokens * cols, 2);
+  const size_t ldx = k.to_act ? cpu::act_row_bytes(k.act, cols) : cols * sizeof(float);
+  std::vector<uint8_t> xa(ldx * tokens);
+  for (int64_t t0 = 0; t0 < tokens; ++t0) {
     if (k.to_act) {
-      k.to_act(x.data() + t0 * kCols, xa.data() + t0 * ldx, kCols);
+      k.to_act(x.data() + t0 * cols, xa.data() + t0 * ldx, cols);
     } else {
-      std::memcpy(xa.data() + t0 * ldx, x.data() + t0 * kCols, ldx);
+      std::memcpy(xa.data() + t0 * ldx, x.data() + t0 * cols, ldx);
     }
   }
-  std::vector<float> y(static_cast<size_t>(kRows * kTokens));
-  const auto ldw = static_cast<size_t>(row_bytes(t, kCols));
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  const auto ldw = static_cast<size_t>(row_bytes(t, cols));
   for (auto _ : state) {
-    k.gemm(kCols, w.get(0), ldw, kRows, xa.data(), ldx, kTokens, y.data(), kRows);
+    k.gemm(cols, w.get(0), ldw, rows, xa.data(), ldx, tokens, y.data(), rows);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * kRows * kCols * kTokens,
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * tokens,
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
+
+// The prompt tiles on operands resident in L1 (8 rows x 1024 columns against 8 tokens, a few
+// KiB each): the tile code's own arithmetic rate. Set against bm_peak, it tells how much of a
+// prompt's shortfall is the tiles' instruction mix and how much is where their operands come
+// from.
+void bm_gemm_l1(benchmark::State& state, DType t) { run_hot_gemm(state, t, 8, 1024, 8); }
+
+// Decode's one-token product on weights resident in L2 (128 rows x 2048 columns: 64-512 KiB by
+// type): the bytes per second the kernel can consume when memory is not the limit. Set against
+// bm_matvec's cold figures and bm_stream_read, it tells whether a type's decode is bound by its
+// instructions or by DRAM.
+void bm_gemv_l2(benchmark::State& state, DType t) { run_hot_gemm(state, t, 128, 2048, 1); }
 
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
@@ -235,6 +245,12 @@ BENCHMARK_CAPTURE(bm_gemm_l1, q8_0, DType::Q8_0);
 BENCHMARK_CAPTURE(bm_gemm_l1, q4_0, DType::Q4_0);
 BENCHMARK_CAPTURE(bm_gemm_l1, q4_k, DType::Q4_K);
 BENCHMARK_CAPTURE(bm_gemm_l1, q6_k, DType::Q6_K);
+
+BENCHMARK_CAPTURE(bm_gemv_l2, f16, DType::F16);
+BENCHMARK_CAPTURE(bm_gemv_l2, q8_0, DType::Q8_0);
+BENCHMARK_CAPTURE(bm_gemv_l2, q4_0, DType::Q4_0);
+BENCHMARK_CAPTURE(bm_gemv_l2, q4_k, DType::Q4_K);
+BENCHMARK_CAPTURE(bm_gemv_l2, q6_k, DType::Q6_K);
 
 BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);
