@@ -52,7 +52,8 @@ void print_json(const std::vector<BenchRow>& rows) {
                    {"tg_implied_speedup", number_or_null(ratio(base.bytes_per_token, r.bytes_per_token))},
                    {"device", r.device},
                    {"device_bytes", r.device_bytes},
-                   {"device_busy", r.device_busy}});
+                   {"device_busy", r.device_busy},
+                   {"weights_in_memory", r.weights_in_memory}});
   }
   std::printf("%s\n", out.dump(2).c_str());
 }

@@ -25,6 +25,7 @@ struct BenchRow {
   std::string device;            // the device holding part of the model ("" when CPU only)
   uint64_t device_bytes = 0;     // device memory in use
   double device_busy = 0;        // share of tg time the device was busy (--trace), else 0
+  bool weights_in_memory = false;  // read into memory (WeightLoad::Read or Auto), not mapped
 };
 
 // Prints `rows` in `format` ("md", "csv" or "json") to stdout. Rows after the first also get their

@@ -195,6 +195,7 @@ int cmd_bench(int argc, char** argv) {
       row.device = model->device_name();
       row.device_bytes = model->device_allocated();
       row.device_busy = r.session->device_busy_fraction();
+      row.weights_in_memory = model->weights_in_memory();
       rows.push_back(row);
     }
     if (!trace_path.empty()) {

@@ -39,6 +39,17 @@ class BenchCli : public ::testing::Test {
 };
 std::string* BenchCli::model_ = nullptr;
 
+// --mmap and --no-mmap are reported as the way the weights came in.
+TEST_F(BenchCli, JsonSaysHowTheWeightsWereLoaded) {
+  for (const bool mapped : {true, false}) {
+    const auto r = run_hearth(quick({"-o", "json", mapped ? "--mmap" : "--no-mmap"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j.is_array() && !j.empty()) << r.out;
+    EXPECT_EQ(j[0]["weights_in_memory"], !mapped);
+  }
+}
+
 TEST_F(BenchCli, JsonHasTheFieldsForEveryModeInTheOrderGiven) {
   for (const auto& order : {std::vector<std::string>{"dense", "oracle"},
                             std::vector<std::string>{"oracle", "dense"}}) {
@@ -54,7 +65,7 @@ TEST_F(BenchCli, JsonHasTheFieldsForEveryModeInTheOrderGiven) {
             "tg_tokens_per_s", "sparsity", "bytes_per_token", "bandwidth_gbs", "roofline_fraction",
             "model", "repetitions", "pp_tokens_per_s_sd", "tg_tokens_per_s_sd", "pp_gflops",
             "roofline_tokens_per_s", "tg_speedup", "pp_speedup", "tg_implied_speedup",
-            "input_sparsity"}) {
+            "input_sparsity", "weights_in_memory"}) {
         EXPECT_TRUE(row.contains(field)) << field << " missing in\n" << row.dump(2);
       }
       EXPECT_EQ(row["sparse"], order[i]);
