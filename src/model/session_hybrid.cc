@@ -70,14 +70,32 @@ void Session::Impl::run_attention(size_t il, int64_t n) {
 
 void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t n) {
   float* const out = ffn_out.f32();
-  // Prompt-sized batches stay on the host: its dense matrix-matrix kernels read every weight
-  // anyway, and the device's FFN part is sized for decode steps.
-  const bool on_device = device && model.device_hot[il] > 0 && n <= sparse::kMaxSparseBatch;
-  if (!on_device) {
-    TraceScope span(trace.get(), TraceRecorder::kHost, "ffn");
-    ffn.run(ctx, ffn_weights[il], xn, p, n, out, stats);
+  const bool split = device && model.device_hot[il] > 0;
+  if (split && n <= sparse::kMaxSparseBatch) {
+    split_ffn(il, xn, p, n, out);
     return;
   }
+  if (split && sparse_mode != SparseMode::Dense && sparse_prompt) {
+    // A sparse prompt's tokens must come out as decode steps would (batch invariance): each
+    // token's hot neurons summed on the device and its cold ones on the host, so the batch goes
+    // through the split in groups the device's FFN is sized for. A token's result does not
+    // depend on the group it shares, as in a host-only session.
+    const int64_t n_embd = config.n_embd;
+    for (int64_t t0 = 0; t0 < n; t0 += sparse::kMaxSparseBatch) {
+      const int64_t group = std::min(sparse::kMaxSparseBatch, n - t0);
+      ffn.set_chunks({&group, 1});
+      split_ffn(il, xn + t0 * n_embd, p + t0 * n_embd, group, out + t0 * n_embd);
+    }
+    ffn.set_chunks({chunk_rows.data(), n_chunks});
+    return;
+  }
+  // Dense prompts stay on the host: its matrix-matrix kernels read every weight anyway, and the
+  // device's FFN part is sized for decode steps.
+  TraceScope span(trace.get(), TraceRecorder::kHost, "ffn");
+  ffn.run(ctx, ffn_weights[il], xn, p, n, out, stats);
+}
+
+void Session::Impl::split_ffn(size_t il, const float* xn, const float* p, int64_t n, float* out) {
   device->ffn_begin(static_cast<int64_t>(il), xn, p, n);
   if (model.device_hot[il] < config.n_ff) {
     TraceScope span(trace.get(), TraceRecorder::kHost, "ffn (cold neurons)");

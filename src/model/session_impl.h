@@ -113,6 +113,9 @@ struct Session::Impl {
   // ffn_out[n, n_embd] = FFN of layer il over xn (p: the predictor's input); hot neurons on the
   // device and cold ones on the host at the same time when the layer is split (session_hybrid.cc).
   void run_ffn(size_t il, const float* xn, const float* p, int64_t n);
+  // out[n, n_embd] = the FFN of layer il split: the device's hot neurons while the host computes
+  // the cold ones, summed. n <= sparse::kMaxSparseBatch.
+  void split_ffn(size_t il, const float* xn, const float* p, int64_t n, float* out);
   void open_device(const SessionOptions& o);
   // Per layer: the FFN's matrices and threshold. threshold_override: SessionOptions'.
   void bind_ffn(float threshold_override);

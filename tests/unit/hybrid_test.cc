@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include "device/standin/standin_device.h"
@@ -141,6 +142,34 @@ INSTANTIATE_TEST_SUITE_P(Modes, HybridModes,
                            return to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "Reordered" : "");
                          });
+
+// Batch invariance holds in hybrid sessions too: a prompt's FFN splits between the device's hot
+// neurons and the host's cold ones as a decode step's does, so every position's logits are the
+// same bits at -b 1 and -b 16.
+TEST(Hybrid, SparsePromptsAreBatchInvariant) {
+  const auto cpu = Model::load(sparse_model());
+  const double budget = budget_for(cpu, 1.0 / 3);
+  for (const SparseMode mode : {SparseMode::Oracle, SparseMode::Predictor}) {
+    SCOPED_TRACE(to_string(mode));
+    const auto hyb = Model::load(sparse_model(), standin(budget, mode));
+    ASSERT_FALSE(hyb->device_name().empty()) << hyb->placement_note();
+    std::vector<int32_t> prompt = {1};
+    for (int i = 1; i < 30; ++i) prompt.push_back(2 + (i * 37) % 250);
+    const auto logits = [&](int32_t n_batch) {
+      SessionOptions o = session_options(mode);
+      o.n_batch = n_batch;
+      Session s(hyb, o);
+      std::vector<float> out(prompt.size() * static_cast<size_t>(hyb->config().n_vocab));
+      s.eval_all(prompt, out);
+      return out;
+    };
+    const auto steps = logits(1);
+    const auto whole = logits(16);
+    ASSERT_EQ(steps.size(), whole.size());
+    EXPECT_EQ(std::memcmp(steps.data(), whole.data(), steps.size() * sizeof(float)), 0)
+        << "largest difference " << max_abs_diff(steps, whole);
+  }
+}
 
 TEST(Hybrid, LayerOffloadEqualsSingleDevice) {
   const auto cpu = Model::load(sparse_model());
