@@ -336,8 +336,9 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, Load load) {
     const auto size = static_cast<size_t>(st.st_size);
     void* m = nullptr;
     size_t mapped = size;
-    load = resolve_load(load, size, load == Load::Auto ? available_memory_bytes() : 0,
-                        load == Load::Auto && transparent_huge_pages());
+    if (load == Load::Auto) {
+      load = resolve_load(load, size, available_memory_bytes(), transparent_huge_pages());
+    }
     if (load == Load::Read) {
       constexpr size_t kHugePage = size_t{2} << 20;
       mapped = (size + kHugePage - 1) / kHugePage * kHugePage;

@@ -29,8 +29,6 @@ inline constexpr size_t kStealChunkBytes = 64 * 1024;
 // Chunks are whole numbers of the largest one-token tiles (8 rows of long float rows with AVX2)
 // and at least two of them, so a chunk boundary never cuts a product into smaller tiles.
 inline constexpr int64_t kRowQuantum = 8;
-// The ranges live on the stack, one per thread; larger pools split their rows statically.
-inline constexpr int kMaxStealThreads = 64;
 
 // Token blocks are a multiple of the tile kernels' token count so only the last block has an
 // edge tile.
@@ -67,18 +65,10 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
       gemm(int64_t{0}, rows, int64_t{0}, int64_t{1});
       return;
     }
-    if (used > kMaxStealThreads) {
-      ctx.pool().run([&](int ith, int) {
-        if (ith >= used) return;
-        const auto [r0, r1] = cpu::split_range(rows, ith, used);
-        if (r1 > r0) gemm(r0, r1, int64_t{0}, int64_t{1});
-      });
-      return;
-    }
     const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
     const int64_t chunk = std::max(2 * kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
     const int64_t n_chunks = (rows + chunk - 1) / chunk;
-    cpu::ChunkRange ranges[kMaxStealThreads];
+    cpu::ChunkRange* const ranges = ctx.pool().chunk_ranges();
     for (int i = 0; i < used; ++i) {
       const auto [c0, c1] = cpu::split_range(n_chunks, i, used);
       ranges[i].reset(c0, c1);

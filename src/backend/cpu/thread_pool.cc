@@ -125,7 +125,10 @@ struct ThreadPool::State {
   }
 };
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads), state_(new State) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads),
+      ranges_(new ChunkRange[static_cast<size_t>(n_threads > 0 ? n_threads : 1)]),
+      state_(new State) {
   if (n_threads < 1) {
     delete state_;
     fail("thread count must be at least 1 (got ", n_threads, ")");

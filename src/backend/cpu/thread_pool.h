@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -23,45 +24,6 @@ class TaskRef {
  private:
   void* obj_;
   void (*call_)(void*, int, int);
-};
-
-class ThreadPool {
- public:
-  explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
-  ~ThreadPool();
-  ThreadPool(const ThreadPool&) = delete;
-  ThreadPool& operator=(const ThreadPool&) = delete;
-
-  int size() const { return n_threads_; }
-
-  // Runs task(ith, nth) on every thread (ith = 0 on the caller) and returns when all are done.
-  // One caller at a time, and not from inside a task; the task must not throw.
-  void run(TaskRef task);
-
-  template <typename F>
-  void run(F&& f) {
-    auto& ref = f;
-    run(TaskRef(ref));
-  }
-
- private:
-  struct State;
-  int n_threads_;
-  State* state_;
-};
-
-// Turns in thread order within one ThreadPool::run(), for reductions whose bits must not depend
-// on the thread count: each thread adds its partial results to a running total when its turn
-// comes, so the total is summed in one fixed order (that of the partials) whatever the split.
-// Every thread of the run calls wait(ith) and then done(ith) exactly once, in that order.
-class Turns {
- public:
-  // Returns once threads 0 .. ith - 1 have called done(), whose writes are then visible.
-  void wait(int ith) const;
-  void done(int ith) { next_.store(ith + 1, std::memory_order_release); }
-
- private:
-  std::atomic<int> next_{0};
 };
 
 // Chunks [front, back) of one thread's share of a job, taken from the front by their owner, which
@@ -93,6 +55,50 @@ class ChunkRange {
     return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
   }
   alignas(64) std::atomic<uint64_t> word_{0};
+};
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);  // total threads, the caller included; >= 1
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // size() chunk ranges for the caller of run() to hand out a job's chunks with (one per thread,
+  // reset by the caller before the run). Like run(), for one caller at a time.
+  ChunkRange* chunk_ranges() { return ranges_.get(); }
+
+  // Runs task(ith, nth) on every thread (ith = 0 on the caller) and returns when all are done.
+  // One caller at a time, and not from inside a task; the task must not throw.
+  void run(TaskRef task);
+
+  template <typename F>
+  void run(F&& f) {
+    auto& ref = f;
+    run(TaskRef(ref));
+  }
+
+ private:
+  struct State;
+  int n_threads_;
+  std::unique_ptr<ChunkRange[]> ranges_;
+  State* state_;
+};
+
+// Turns in thread order within one ThreadPool::run(), for reductions whose bits must not depend
+// on the thread count: each thread adds its partial results to a running total when its turn
+// comes, so the total is summed in one fixed order (that of the partials) whatever the split.
+// Every thread of the run calls wait(ith) and then done(ith) exactly once, in that order.
+class Turns {
+ public:
+  // Returns once threads 0 .. ith - 1 have called done(), whose writes are then visible.
+  void wait(int ith) const;
+  void done(int ith) { next_.store(ith + 1, std::memory_order_release); }
+
+ private:
+  std::atomic<int> next_{0};
 };
 
 // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's [begin, end).
