@@ -3,6 +3,10 @@
 // super-block per group; its integer codes, scales and mins are those of block_codes.h.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_tiles.h"
 
@@ -82,15 +86,23 @@ inline K4Scales k4_lane_scales(const uint8_t* q) {
 
 // Q4_K / Q5_K after the tree: isum = s * qx, msum = m * (block quant sum).
 struct K4Group {
-  __m256 scale, min, d, neg_dmin;
+  __m256 scale, min, d, dmin;
   template <typename Block>
   static K4Group make(const Block* b) {
+    static_assert(offsetof(Block, dmin) == offsetof(Block, d) + 2, "d and dmin side by side");
     const K4Scales s = k4_lane_scales(b->scales);
-    return {s.scale, s.min, broadcast_f16(b->d), _mm256_set1_ps(-half_to_float(b->dmin))};
+    // d and dmin from one 32-bit load: [d dmin d dmin ...], then each spread to every lane.
+    uint32_t d_dmin;
+    std::memcpy(&d_dmin, &b->d, sizeof d_dmin);
+    const __m256 both = _mm256_cvtph_ps(_mm_set1_epi32(static_cast<int>(d_dmin)));
+    return {s.scale, s.min, _mm256_moveldup_ps(both), _mm256_movehdup_ps(both)};
   }
+  // acc + isum * (d * dx) - msum * (dmin * dx), each term rounded once (fnmadd rounds exactly as
+  // an fma with the negated factor).
   __m256 finish(__m256i qx, __m256 dx, __m256i xs, __m256 acc) const {
     acc = fma_term(_mm256_mul_ps(_mm256_cvtepi32_ps(qx), scale), d, dx, acc);
-    return fma_term(_mm256_mul_ps(min, _mm256_cvtepi32_ps(xs)), neg_dmin, dx, acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(min, _mm256_cvtepi32_ps(xs)), _mm256_mul_ps(dmin, dx),
+                            acc);
   }
 };
 

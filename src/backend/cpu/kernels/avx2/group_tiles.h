@@ -23,6 +23,11 @@ template <typename E>
 struct GroupTiles {
   using Block = typename E::Block;
   static constexpr size_t kGroupBytes = sizeof(Block) * E::kGroupBlocks;
+  static constexpr int64_t kBlockWeights = kQK * kActGroupBlocks / E::kGroupBlocks;
+
+  static constexpr int64_t row_bytes(int64_t n) {
+    return n / kBlockWeights * static_cast<int64_t>(sizeof(Block));
+  }
 
   template <int R, int T>
   static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
@@ -36,11 +41,14 @@ struct GroupTiles {
     std::memcpy(next, ahead, sizeof next);
     for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
     __m256 acc[R][T] = {};
+    // One token streams its weights from DRAM: each group also prefetches its counterpart in
+    // the row read after this one (`ahead`, see TileSet::gemv), so a scattered gathered row is
+    // on its way before its tile starts. A single row whose successor follows it in memory is
+    // one forward stream, which the hardware prefetchers already follow: there the prefetch
+    // instructions would only take issue slots from the products.
+    const bool fetch_ahead = T == 1 && !(R == 1 && ahead[0] == w[0] + row_bytes(n));
     for (int64_t g = 0; g < full; ++g) {
-      // One token streams its weights from DRAM: each group also prefetches its counterpart in
-      // the row read after this one (`ahead`, see TileSet::gemv), so a scattered gathered row
-      // is on its way before its tile starts.
-      if constexpr (T == 1) {
+      if (fetch_ahead) {
         for (int r = 0; r < R; ++r) {
           for (size_t line = 0; line < kGroupBytes; line += 64) {
             _mm_prefetch(reinterpret_cast<const char*>(next[r] + line), _MM_HINT_T0);

@@ -1,0 +1,110 @@
+// A 512-bit form of the block tile engine (avx2/block_tiles.h) for super-block formats whose
+// codes unpack more cheaply 64 bytes at a time: one zmm vpdpbusd meets a whole activation pair
+// (x_lo and x_hi side by side, the 64 bytes act_layout.h stores for it), so a group takes four
+// 8-bit products instead of eight, and a nibble format unpacks two pairs from one load.
+//
+// A pair's zmm product holds, per 128-bit lane: block 2p's partial sums against x_lo, block
+// 2p + 1's against x_lo, then the same two against x_hi. Three levels of a 512-bit pairwise add
+// (the lanes of vphaddd, which has no 512-bit form) over a group's four pairs, then the sum of
+// the two 256-bit halves, leave each block's exact integer sum in act_layout.h's lane order: the
+// same integers the 256-bit engine reaches, finished by the same F::finish, so every output is
+// identical to the AVX2 kernels'.
+//
+// F is a 256-bit super-block format (block_formats_256.h) that also gives quad(g, q): the codes
+// of pairs 2q and 2q + 1 as two zmm in the activation pair's order. Include only from files
+// compiled with the avx512/ flags.
+#pragma once
+
+// Last, in their own block: they switch on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/block_tiles.h"
+#include "backend/cpu/kernels/avx512/avx512_util.h"
+
+namespace hearth::cpu::avx512 {
+
+// Two pairs' codes: `first` against the activation bytes [128q, 128q + 64) of the group,
+// `second` against [128q + 64, 128q + 128).
+struct QuadCodes {
+  __m512i first, second;
+};
+
+// Per 128-bit lane [a0 + a1, a2 + a3, b0 + b1, b2 + b3]: vphaddd's lanes, four times.
+inline __m512i pair_add(__m512i a, __m512i b) {
+  const __m512 fa = _mm512_castsi512_ps(a);
+  const __m512 fb = _mm512_castsi512_ps(b);
+  const __m512i even = _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0)));
+  const __m512i odd = _mm512_castps_si512(_mm512_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_epi32(even, odd);
+}
+
+// Nibble codes of a 64-byte run holding pairs 2q and 2q + 1 as Q4_K stores them: for each pair,
+// 32 bytes whose low nibbles are block 2p's 32 codes and whose high nibbles are block 2p + 1's.
+// The activation pair wants [first 16 of 2p | first 16 of 2p + 1 | last 16 of 2p | last 16 of
+// 2p + 1], so the 64-bit quarters of the low and high nibbles are interleaved.
+inline QuadCodes nibble_quad(const uint8_t* qs) {
+  const __m512i v = _mm512_loadu_si512(qs);
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const __m512i low = _mm512_and_si512(v, mask);
+  const __m512i high = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  return {_mm512_permutex2var_epi64(low, first, high),
+          _mm512_permutex2var_epi64(low, second, high)};
+}
+
+// The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products (one tree: formats
+// whose minimum term needs no second sum).
+template <typename F>
+struct WideBlockEngine {
+  using Block = typename F::Block;
+  static constexpr int kGroupBlocks = F::kGroupBlocks;
+  static_assert(kGroupBlocks == 1 && F::kTrees == 1, "super-block formats with one tree only");
+
+  // Inlined into the tile loop: as a call, each group would pass the accumulators through
+  // memory (and GCC leaves it out of line at this size).
+  template <int R, int T>
+  [[gnu::always_inline]] static inline void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
+                         __m256 (&acc)[R][T]) {
+    typename F::Group g[R];
+    for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
+    // half[q]: pair_add of pairs 2q and 2q + 1, for every row and token.
+    __m512i half[2][R][T];
+    for (int q = 0; q < 2; ++q) {
+      __m512i xa[T][2];
+      for (int t = 0; t < T; ++t) {
+        xa[t][0] = _mm512_loadu_si512(x[t] + 128 * q);
+        xa[t][1] = _mm512_loadu_si512(x[t] + 128 * q + 64);
+      }
+      for (int r = 0; r < R; ++r) {
+        const QuadCodes c = F::quad(g[r], q);
+        for (int t = 0; t < T; ++t) {
+          const __m512i zero = _mm512_setzero_si512();
+          half[q][r][t] = pair_add(_mm512_dpbusd_epi32(zero, c.first, xa[t][0]),
+                                   _mm512_dpbusd_epi32(zero, c.second, xa[t][1]));
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
+      const __m256i xs =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
+      for (int r = 0; r < R; ++r) {
+        const __m512i s = pair_add(half[0][r][t], half[1][r][t]);
+        // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
+        const __m256i sums[1] = {_mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
+                                                  _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
+        acc[r][t] = F::finish(g[r], sums, dx, xs, acc[r][t]);
+      }
+    }
+  }
+};
+template <typename F>
+using WideBlockTiles = avx2::GroupTiles<WideBlockEngine<F>>;
+
+// dot, gemm and gemm_gather of a wide format, with the tile shapes of the 256-bit engine.
+template <typename F>
+void set_wide_block_tile_kernels(WeightKernels& k) {
+  using Tiles = WideBlockTiles<F>;
+  avx2::set_tile_kernels<Tiles, avx2::gemm_by_tokens<Tiles, 4, 2, 4>>(k);
+}
+
+}  // namespace hearth::cpu::avx512
