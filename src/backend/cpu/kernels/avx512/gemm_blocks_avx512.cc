@@ -2,13 +2,14 @@
 // (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd (u8 x s8, 4 products into an
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
-// Q4_K, whose nibbles unpack 64 bytes at a time, takes the 512-bit engine of wide_block_tiles.h.
+// Q4_K and Q6_K, whose codes unpack 64 bytes at a time, take the 512-bit engine of
+// wide_block_tiles.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_formats.h"
 #include "backend/cpu/kernels/avx512/avx512_util.h"
-#include "backend/cpu/kernels/avx512/wide_block_tiles.h"
+#include "backend/cpu/kernels/avx512/wide_block_formats.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
@@ -26,15 +27,15 @@ struct Dp {
   }
 };
 
-struct WideQ4_K : avx2::FormatQ4_K<Dp> {
-  static QuadCodes quad(const Group& g, int q) { return nibble_quad(g.b->qs + 64 * q); }
-};
+using WideQ4_K = WideFormatQ4_K<avx2::FormatQ4_K<Dp>>;
+using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
 
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
   avx2::set_block_format_kernels<Dp>(k);
   set_wide_block_tile_kernels<WideQ4_K>(k.q4_k);
+  set_wide_block_tile_kernels<WideQ6_K>(k.q6_k);
 }
 
 }  // namespace hearth::cpu::avx512

@@ -10,9 +10,8 @@
 // same integers the 256-bit engine reaches, finished by the same F::finish, so every output is
 // identical to the AVX2 kernels'.
 //
-// F is a 256-bit super-block format (block_formats_256.h) that also gives quad(g, q): the codes
-// of pairs 2q and 2q + 1 as two zmm in the activation pair's order. Include only from files
-// compiled with the avx512/ flags.
+// F is a 256-bit super-block format (block_formats_256.h) that also gives the wide steps
+// described at WideBlockEngine. Include only from files compiled with the avx512/ flags.
 #pragma once
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
@@ -51,8 +50,27 @@ inline QuadCodes nibble_quad(const uint8_t* qs) {
           _mm512_permutex2var_epi64(low, second, high)};
 }
 
+// One token's activation pairs 2q and 2q + 1 as two zmm loads.
+struct PlainQuadAct {
+  __m512i first, second;
+  static PlainQuadAct load(const uint8_t* x) {
+    return {_mm512_loadu_si512(x), _mm512_loadu_si512(x + 64)};
+  }
+};
+
+// Unsigned codes against plain activations: vpdpbusd per pair, then pair_add.
+inline __m512i plain_quad_sums(const QuadCodes& c, const PlainQuadAct& a) {
+  const __m512i zero = _mm512_setzero_si512();
+  return pair_add(_mm512_dpbusd_epi32(zero, c.first, a.first),
+                  _mm512_dpbusd_epi32(zero, c.second, a.second));
+}
+
 // The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products (one tree: formats
-// whose minimum term needs no second sum).
+// whose minimum term needs no second sum). Besides F's group() and finish(), a wide format gives
+//   WideAct: what it needs of one token's 128 activation bytes of pairs 2q and 2q + 1, made by
+//            wide_act(x) once per token and shared by the tile's rows;
+//   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
+//            in the lanes described above).
 template <typename F>
 struct WideBlockEngine {
   using Block = typename F::Block;
@@ -62,25 +80,18 @@ struct WideBlockEngine {
   // Inlined into the tile loop: as a call, each group would pass the accumulators through
   // memory (and GCC leaves it out of line at this size).
   template <int R, int T>
-  [[gnu::always_inline]] static inline void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
-                         __m256 (&acc)[R][T]) {
+  [[gnu::always_inline]] static inline void accumulate(const uint8_t* const (&w)[R],
+                                                       const uint8_t* const (&x)[T],
+                                                       __m256 (&acc)[R][T]) {
     typename F::Group g[R];
     for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
-    // half[q]: pair_add of pairs 2q and 2q + 1, for every row and token.
+    // half[q]: the sums of pairs 2q and 2q + 1, for every row and token.
     __m512i half[2][R][T];
     for (int q = 0; q < 2; ++q) {
-      __m512i xa[T][2];
-      for (int t = 0; t < T; ++t) {
-        xa[t][0] = _mm512_loadu_si512(x[t] + 128 * q);
-        xa[t][1] = _mm512_loadu_si512(x[t] + 128 * q + 64);
-      }
+      typename F::WideAct a[T];
+      for (int t = 0; t < T; ++t) a[t] = F::wide_act(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
-        const QuadCodes c = F::quad(g[r], q);
-        for (int t = 0; t < T; ++t) {
-          const __m512i zero = _mm512_setzero_si512();
-          half[q][r][t] = pair_add(_mm512_dpbusd_epi32(zero, c.first, xa[t][0]),
-                                   _mm512_dpbusd_epi32(zero, c.second, xa[t][1]));
-        }
+        for (int t = 0; t < T; ++t) half[q][r][t] = F::quad_sums(g[r], q, a[t]);
       }
     }
     for (int t = 0; t < T; ++t) {

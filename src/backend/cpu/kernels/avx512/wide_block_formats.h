@@ -1,0 +1,94 @@
+// The super-block formats that take the 512-bit engine (wide_block_tiles.h): each extends its
+// 256-bit format (avx2/block_formats_256.h), whose group() and finish() it keeps where it can, with
+// the wide steps. Every integer a wide format reaches is the one its 256-bit format reaches, so
+// the outputs are the same bits. Instantiate only with formats of an anonymous namespace (see
+// avx2/quant_tiles.h). Include only from files compiled with the avx512/ flags.
+#pragma once
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx512/wide_block_tiles.h"
+
+namespace hearth::cpu::avx512 {
+
+// Q4_K: the nibbles of two pairs from one 64-byte load (nibble_quad), against plain activations.
+template <typename Base>
+struct WideFormatQ4_K : Base {
+  using WideAct = PlainQuadAct;
+  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
+  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+    return plain_quad_sums(nibble_quad(g.b->qs + 64 * q), a);
+  }
+};
+
+// Q6_K: codes u in [0, 64) standing for u - 32, with int8 scales per 16 weights and one f16 d.
+// Pairs 2q and 2q + 1 are half q of the super-block: the low and the high nibbles of
+// ql[64q, 64q + 64) (in 16-byte quarters 0, 2, 1, 3: block 2p's first 16 codes, block 2p + 1's,
+// then their last 16) and bits 0-1, 2-3 (pair 2q) or 4-5, 6-7 (pair 2q + 1) of qh[32q, 32q + 32)
+// as bits 4-5 (quarters 0, 0, 1, 1 of it). A pair meets the activations as in the 256-bit format:
+// maddubs, minus 32 times the activations' pair sums, each int16 pair times its 16-weight scale.
+template <typename Base>
+struct WideFormatQ6_K : Base {
+  struct Group {
+    const BlockQ6_K* b;
+    // The 16 scales as int32, 128-bit lane j holding those of pair p = 0..3 that meet that lane:
+    // sub-blocks 4p (lane 0: block 2p, first 16), 4p + 2, 4p + 1, 4p + 3.
+    __m512i scales;
+    __m256 d;
+  };
+  static Group group(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const BlockQ6_K*>(w);
+    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
+    return {b, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(bytes, order)), avx2::broadcast_f16(b->d)};
+  }
+  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
+    return avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+  }
+
+  struct WideAct {
+    PlainQuadAct x;
+    __m512i off_first, off_second;  // 32 . x as int16 pair sums
+  };
+  static WideAct wide_act(const uint8_t* x) {
+    const PlainQuadAct a = PlainQuadAct::load(x);
+    const __m512i c = _mm512_set1_epi8(32);
+    return {a, _mm512_maddubs_epi16(c, a.first), _mm512_maddubs_epi16(c, a.second)};
+  }
+
+  // Pair p of the group: codes times activations, less the offset, each int16 pair times the
+  // scale of its 16 weights (int16 element 2p of every 128-bit lane of g.scales, the low half
+  // of int32 element p).
+  static __m512i pair_sums(const Group& g, int p, __m512i codes, __m512i x, __m512i off) {
+    const int lo = 4 * (p % 4);
+    const __m512i pick = _mm512_set1_epi16(static_cast<int16_t>(lo | (lo + 1) << 8));
+    const __m512i sc = _mm512_shuffle_epi8(g.scales, pick);
+    return _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(codes, x), off), sc);
+  }
+
+  static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
+    const __m512i ql = _mm512_loadu_si512(g.b->ql + 64 * q);
+    const __m512i low = _mm512_shuffle_i64x2(ql, ql, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i qh = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.b->qh + 32 * q)));
+    const __m512i high = _mm512_shuffle_i64x2(qh, qh, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    const __m512i bits45 = _mm512_set1_epi8(0x30);
+    // Bits 2k, 2k + 1 of qh to bits 4-5 of each byte: by 16-bit shifts, per 128-bit lane 4, 2,
+    // 4, 2 to the left (pair 2q: k = 0, 1) or 0, 2, 0, 2 to the right (pair 2q + 1: k = 2, 3);
+    // what crosses from the neighbouring byte is masked off.
+    constexpr int64_t k1 = 0x0001000100010001, k2 = 2 * k1, k4 = 4 * k1;
+    const __m512i left = _mm512_set_epi64(k2, k2, k4, k4, k2, k2, k4, k4);
+    const __m512i right = _mm512_set_epi64(k2, k2, 0, 0, k2, k2, 0, 0);
+    // A | (B & C): the low nibble, and the two top bits under their mask.
+    constexpr int kOrMasked = 0xf8;
+    const __m512i even = _mm512_ternarylogic_epi32(
+        _mm512_and_si512(low, nibble), _mm512_sllv_epi16(high, left), bits45, kOrMasked);
+    const __m512i odd =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(low, 4), nibble),
+                                  _mm512_srlv_epi16(high, right), bits45, kOrMasked);
+    return pair_add(pair_sums(g, 2 * q, even, a.x.first, a.off_first),
+                    pair_sums(g, 2 * q + 1, odd, a.x.second, a.off_second));
+  }
+};
+
+}  // namespace hearth::cpu::avx512
