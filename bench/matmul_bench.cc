@@ -250,7 +250,9 @@ BENCHMARK_CAPTURE(bm_gemv_l2, f16, DType::F16);
 BENCHMARK_CAPTURE(bm_gemv_l2, q8_0, DType::Q8_0);
 BENCHMARK_CAPTURE(bm_gemv_l2, q4_0, DType::Q4_0);
 BENCHMARK_CAPTURE(bm_gemv_l2, q4_k, DType::Q4_K);
+BENCHMARK_CAPTURE(bm_gemv_l2, q5_k, DType::Q5_K);
 BENCHMARK_CAPTURE(bm_gemv_l2, q6_k, DType::Q6_K);
+BENCHMARK_CAPTURE(bm_gemv_l2, iq4_xs, DType::IQ4_XS);
 
 BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);

@@ -2,7 +2,7 @@
 // (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd (u8 x s8, 4 products into an
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
-// Q4_K and Q6_K, whose codes unpack 64 bytes at a time, take the 512-bit engine of
+// Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
 // wide_block_tiles.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
@@ -28,14 +28,18 @@ struct Dp {
 };
 
 using WideQ4_K = WideFormatQ4_K<avx2::FormatQ4_K<Dp>>;
+using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;
 using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
+using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
   avx2::set_block_format_kernels<Dp>(k);
   set_wide_block_tile_kernels<WideQ4_K>(k.q4_k);
+  set_wide_block_tile_kernels<WideQ5_K>(k.q5_k);
   set_wide_block_tile_kernels<WideQ6_K>(k.q6_k);
+  set_wide_block_tile_kernels<WideIQ4_XS>(k.iq4_xs);
 }
 
 }  // namespace hearth::cpu::avx512

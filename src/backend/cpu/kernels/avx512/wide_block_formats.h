@@ -1,8 +1,9 @@
 // The super-block formats that take the 512-bit engine (wide_block_tiles.h): each extends its
 // 256-bit format (avx2/block_formats_256.h), whose group() and finish() it keeps where it can, with
-// the wide steps. Every integer a wide format reaches is the one its 256-bit format reaches, so
-// the outputs are the same bits. Instantiate only with formats of an anonymous namespace (see
-// avx2/quant_tiles.h). Include only from files compiled with the avx512/ flags.
+// the wide steps. (Shuffles and broadcasts take their masked forms, all lanes set: GCC 12's
+// unmasked ones trip -Wuninitialized.) Every integer a wide format reaches is the one its 256-bit
+// format reaches, so the outputs are the same bits. Instantiate only with formats of an anonymous
+// namespace (see avx2/quant_tiles.h). Include only from files compiled with the avx512/ flags.
 #pragma once
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
@@ -17,6 +18,74 @@ struct WideFormatQ4_K : Base {
   static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
   static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
     return plain_quad_sums(nibble_quad(g.b->qs + 64 * q), a);
+  }
+};
+
+// 16-bit lane counts as a 512-bit vector: c0 in 128-bit lanes 0 and 2, c1 in lanes 1 and 3.
+inline __m512i lane_counts(int64_t c0, int64_t c1) {
+  constexpr int64_t kEvery16 = 0x0001000100010001;
+  return _mm512_set_epi64(c1 * kEvery16, c1 * kEvery16, c0 * kEvery16, c0 * kEvery16, c1 * kEvery16,
+                          c1 * kEvery16, c0 * kEvery16, c0 * kEvery16);
+}
+
+// 32 bytes at p as 128-bit quarters 0, 0, 1, 1: each byte beside the two blocks of a pair.
+inline __m512i quarters_0011(const uint8_t* p) {
+  const __m512i v =
+      _mm512_maskz_broadcast_i64x4(0xff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_maskz_shuffle_i64x2(0xff, v, v, _MM_SHUFFLE(1, 1, 0, 0));
+}
+
+// A | (B & C), as a vpternlog immediate.
+inline constexpr int kOrMasked = 0xf8;
+
+// Q5_K: Q4_K's nibbles plus a fifth bit from qh[l]: bit 2p of qh[l] for block 2p's weight l, bit
+// 2p + 1 for block 2p + 1's. Pair 2q's blocks are 4q and 4q + 1, pair 2q + 1's 4q + 2 and 4q + 3:
+// per 128-bit lane (blocks 2p, 2p + 1, 2p, 2p + 1) the bit moves to bit 4 by a 16-bit shift of at
+// most 4, whose spill into the neighbouring byte never reaches its bit 4.
+template <typename Base>
+struct WideFormatQ5_K : Base {
+  using WideAct = PlainQuadAct;
+  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
+  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+    QuadCodes c = nibble_quad(g.b->qs + 64 * q);
+    const __m512i qh = quarters_0011(g.b->qh);
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    // Bits 0, 1 (pair 0), 2, 3 (pair 1) go left; 4, 5 (pair 2), 6, 7 (pair 3) right.
+    const __m512i first = q == 0 ? _mm512_sllv_epi16(qh, lane_counts(4, 3))
+                                 : _mm512_srlv_epi16(qh, lane_counts(0, 1));
+    const __m512i second = q == 0 ? _mm512_sllv_epi16(qh, lane_counts(2, 1))
+                                  : _mm512_srlv_epi16(qh, lane_counts(2, 3));
+    c.first = _mm512_ternarylogic_epi32(c.first, first, bit4, kOrMasked);
+    c.second = _mm512_ternarylogic_epi32(c.second, second, bit4, kOrMasked);
+    return plain_quad_sums(c, a);
+  }
+};
+
+// IQ4_XS: sub-block i's 32 nibbles are qs[16i, 16i + 16) (low nibbles its first 16 weights), so a
+// pair is 32 bytes: [low nibbles | high nibbles] is its activation order. The code book is looked
+// up offset by 128 (unsigned, for vpdpbusd), and 128 times each block's activation sum comes off
+// before the 256-bit format's finish.
+template <typename Base>
+struct WideFormatIQ4_XS : Base {
+  using WideAct = PlainQuadAct;
+  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
+  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+    const __m512i v = _mm512_loadu_si512(g.b->qs + 64 * q);
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    const __m512i book = _mm512_maskz_broadcast_i32x4(
+        0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
+                              _mm_set1_epi8(-128)));
+    const __m512i low = _mm512_shuffle_epi8(book, _mm512_and_si512(v, nibble));
+    const __m512i high =
+        _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
+    return plain_quad_sums({_mm512_maskz_shuffle_i64x2(0xff, low, high, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_maskz_shuffle_i64x2(0xff, low, high, _MM_SHUFFLE(3, 2, 3, 2))},
+                           a);
+  }
+  static __m256 finish(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs,
+                       __m256 acc) {
+    const __m256i isum[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, 7))};
+    return Base::finish(g, isum, dx, xs, acc);
   }
 };
 
@@ -67,25 +136,19 @@ struct WideFormatQ6_K : Base {
 
   static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
     const __m512i ql = _mm512_loadu_si512(g.b->ql + 64 * q);
-    const __m512i low = _mm512_shuffle_i64x2(ql, ql, _MM_SHUFFLE(3, 1, 2, 0));
-    const __m512i qh = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.b->qh + 32 * q)));
-    const __m512i high = _mm512_shuffle_i64x2(qh, qh, _MM_SHUFFLE(1, 1, 0, 0));
+    const __m512i low = _mm512_maskz_shuffle_i64x2(0xff, ql, ql, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m512i high = quarters_0011(g.b->qh + 32 * q);
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
     // Bits 2k, 2k + 1 of qh to bits 4-5 of each byte: by 16-bit shifts, per 128-bit lane 4, 2,
     // 4, 2 to the left (pair 2q: k = 0, 1) or 0, 2, 0, 2 to the right (pair 2q + 1: k = 2, 3);
     // what crosses from the neighbouring byte is masked off.
-    constexpr int64_t k1 = 0x0001000100010001, k2 = 2 * k1, k4 = 4 * k1;
-    const __m512i left = _mm512_set_epi64(k2, k2, k4, k4, k2, k2, k4, k4);
-    const __m512i right = _mm512_set_epi64(k2, k2, 0, 0, k2, k2, 0, 0);
-    // A | (B & C): the low nibble, and the two top bits under their mask.
-    constexpr int kOrMasked = 0xf8;
-    const __m512i even = _mm512_ternarylogic_epi32(
-        _mm512_and_si512(low, nibble), _mm512_sllv_epi16(high, left), bits45, kOrMasked);
+    const __m512i even =
+        _mm512_ternarylogic_epi32(_mm512_and_si512(low, nibble),
+                                  _mm512_sllv_epi16(high, lane_counts(4, 2)), bits45, kOrMasked);
     const __m512i odd =
         _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(low, 4), nibble),
-                                  _mm512_srlv_epi16(high, right), bits45, kOrMasked);
+                                  _mm512_srlv_epi16(high, lane_counts(0, 2)), bits45, kOrMasked);
     return pair_add(pair_sums(g, 2 * q, even, a.x.first, a.off_first),
                     pair_sums(g, 2 * q + 1, odd, a.x.second, a.off_second));
   }
