@@ -114,9 +114,9 @@ void check_shape(cpu::Isa isa, const BlockType& bt, const std::vector<uint8_t>& 
   const cpu::Kernels table = cpu::select_kernels(isa);
   const cpu::WeightKernels& ref = ref_table.weights(bt.t);
   const cpu::WeightKernels& k = table.weights(bt.t);
-  const std::string where = std::string(cpu::isa_name(isa)) + " " +
-                            std::string(dtype_name(bt.t)) + " rows=" + std::to_string(rows) +
-                            " cols=" + std::to_string(cols) + " nt=" + std::to_string(nt);
+  const std::string where = std::string(cpu::isa_name(isa)) + " " + std::string(dtype_name(bt.t)) +
+                            " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                            " nt=" + std::to_string(nt);
   ASSERT_EQ(k.act, ref.act) << where;
   if (isa != cpu::Isa::Scalar) {
     ASSERT_NE(k.gemm, ref.gemm) << where << ": still the reference";
@@ -191,6 +191,50 @@ TEST(BlockKernels, ExtremeCodesDoNotSaturate) {
         const auto w = block_weights(bt, kRows, kCols, static_cast<uint32_t>(fill), fill);
         check_shape(isa, bt, w, kRows, kCols, x, kTokens);
         if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Every vector ISA computes the same integers and applies the same float operations to them in the
+// same order (the 512-bit engines and the AVX-512 one-token axpy included), so gemm and axpy give
+// the AVX2 kernels' bits.
+TEST(BlockKernels, VectorIsasGiveTheSameBits) {
+  if (!cpu::cpu_supports(cpu::Isa::Avx2)) GTEST_SKIP() << "no AVX2";
+  const cpu::Kernels avx2 = cpu::select_kernels(cpu::Isa::Avx2);
+  constexpr int64_t kRows = 19, kCols = 1280;
+  for (cpu::Isa isa : test::isas()) {
+    if (isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx2) continue;
+    const cpu::Kernels table = cpu::select_kernels(isa);
+    for (const BlockType& bt : block_types()) {
+      const std::string where =
+          std::string(cpu::isa_name(isa)) + " " + std::string(dtype_name(bt.t));
+      const cpu::WeightKernels& base = avx2.weights(bt.t);
+      const cpu::WeightKernels& k = table.weights(bt.t);
+      const auto w = block_weights(bt, kRows, kCols, 11);
+      const size_t ldw = static_cast<size_t>(row_bytes(bt.t, kCols));
+      for (int64_t nt : {1, 5}) {
+        const auto x = test::random_floats(nt * kCols, static_cast<uint32_t>(nt));
+        const auto xq = act_rows(k, x, kCols, nt);
+        const size_t ldx = cpu::act_row_bytes(k.act, kCols);
+        std::vector<float> y(static_cast<size_t>(kRows * nt)), y_base(y.size());
+        k.gemm(kCols, w.data(), ldw, kRows, xq.data(), ldx, nt, y.data(), kRows);
+        base.gemm(kCols, w.data(), ldw, kRows, xq.data(), ldx, nt, y_base.data(), kRows);
+        EXPECT_EQ(std::memcmp(y.data(), y_base.data(), y.size() * sizeof(float)), 0)
+            << where << " gemm nt=" << nt;
+        // axpy over every other row, some coefficients exactly zero.
+        std::vector<int32_t> idx;
+        for (int32_t r = 0; r < kRows; r += 2) idx.push_back(r);
+        const auto nr = static_cast<int64_t>(idx.size());
+        auto a = test::random_floats(nt * nr, static_cast<uint32_t>(nt + 7));
+        for (size_t i = 0; i < a.size(); i += 4) a[i] = 0.0f;
+        std::vector<float> out(static_cast<size_t>(nt * kCols), 0.5f), out_base(out);
+        k.axpy(kCols, w.data(), ldw, idx.data(), nr, a.data(), static_cast<size_t>(nr), nt,
+               out.data(), kCols);
+        base.axpy(kCols, w.data(), ldw, idx.data(), nr, a.data(), static_cast<size_t>(nr), nt,
+                  out_base.data(), kCols);
+        EXPECT_EQ(std::memcmp(out.data(), out_base.data(), out.size() * sizeof(float)), 0)
+            << where << " axpy nt=" << nt;
       }
     }
   }

@@ -15,15 +15,13 @@
 #include "core/quant_blocks.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/float_loads.h"
+#include "backend/cpu/kernels/avx2/axpy_kquant_decode.h"
 #include "backend/cpu/kernels/avx2/axpy_q4_0_int.h"
+#include "backend/cpu/kernels/avx2/axpy_window.h"
+#include "backend/cpu/kernels/avx2/float_loads.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
-
-// Rows per pass: 4 weight streams, and for one token 4 broadcast coefficients, 4 accumulators
-// and 4 decoded vectors of a quantized block in the 16 registers.
-constexpr int kRows = 4;
 
 // A decoder turns the kVecs * 8 columns from c of a row into float vectors, exactly as
 // dequantize_row computes them. Float rows go a vector at a time (with a tail); quantized rows
@@ -75,8 +73,6 @@ struct DecodeQ4_0 {
     }
   }
 };
-
-#include "backend/cpu/kernels/avx2/axpy_kquant_decode.h"
 
 // Decode (one token) of quantized rows is compute-bound: per 32 weights it is all vector ops
 // (widen, convert, FMA), and the block scale costs a scalar F16 conversion, a multiply and a
@@ -140,8 +136,8 @@ inline __m256 scales_x8(const uint8_t* blocks, int64_t stride, int count) {
 // R FMAs per accumulator are a dependent chain, so 8 accumulators (not 4) keep enough
 // independent chains in the scheduler to fill the FMA ports. `next` as in axpy_pass.
 template <typename Q, int R>
-void axpy_pass_q1(int64_t n, const uint8_t* const* w, const uint8_t* const* next,
-                  const float* coef, float* y) {
+void axpy_pass_q1(int64_t n, const uint8_t* const* w, const uint8_t* const* next, const float* coef,
+                  float* y) {
   constexpr int64_t kB = Q::kBlockBytes;
   const int64_t nb = n / kQK;
   alignas(32) float sc[R][2][8];  // per row: s, s * kLoScale of 8 blocks
@@ -271,61 +267,20 @@ struct ScalesGpr {
   }
 };
 
-// Active rows are collected into a window of up to kWindow, topped up whenever fewer than two
-// passes' worth remain, so every pass knows the rows of the next.
-constexpr int kWindow = 64;
-
 template <typename D>
 void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
           size_t lda, int64_t nt, float* y, size_t ldy) {
-  static_assert(kRows == 4, "the switch below covers 1 to 4 rows");
   if constexpr (std::is_same_v<D, DecodeQ4_0>) {
     if (nt == 1) {
       return axpy_q4_0_int<Coefs8<ScalesGpr>>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a,
                                               y);
     }
   }
-  const auto* wb = static_cast<const uint8_t*>(w);
-  // Active rows [p, m) of the window. kRows spare entries repeat the last row, so a pass before
-  // a short final one still reads kRows valid `next` pointers.
-  const uint8_t* rows[kWindow + kRows];
-  int64_t js[kWindow];
-  int p = 0, m = 0;
-  int64_t j = 0;
-  const auto top_up = [&] {
-    std::copy(rows + p, rows + m, rows);
-    std::copy(js + p, js + m, js);
-    m -= p;
-    p = 0;
-    for (; j < nr && m < kWindow; ++j) {
-      if (!generic::axpy_row_active(a, lda, nt, j)) continue;
-      rows[m] = wb + static_cast<size_t>(idx[j]) * ldw;
-      js[m++] = j;
-    }
-    for (int r = m; r < m + kRows && m > 0; ++r) rows[r] = rows[m - 1];
-  };
-  top_up();
-  while (p < m) {
-    if (m - p < 2 * kRows && j < nr) top_up();
-    const uint8_t* const* cur = rows + p;
-    const uint8_t* const* next = p + kRows < m ? cur + kRows : cur;
-    const int count = std::min(kRows, m - p);
-    switch (count) {
-      case 4:
-        axpy_pass<D, 4>(n, cur, next, js + p, a, lda, nt, y, ldy);
-        break;
-      case 3:
-        axpy_pass<D, 3>(n, cur, next, js + p, a, lda, nt, y, ldy);
-        break;
-      case 2:
-        axpy_pass<D, 2>(n, cur, next, js + p, a, lda, nt, y, ldy);
-        break;
-      default:
-        axpy_pass<D, 1>(n, cur, next, js + p, a, lda, nt, y, ldy);
-        break;
-    }
-    p += count;
-  }
+  for_each_axpy_pass(
+      static_cast<const uint8_t*>(w), ldw, idx, nr, a, lda, nt,
+      [&]<int R>(const uint8_t* const* rows, const uint8_t* const* next, const int64_t* js) {
+        axpy_pass<D, R>(n, rows, next, js, a, lda, nt, y, ldy);
+      });
 }
 
 void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
@@ -336,8 +291,23 @@ void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, c
 
 }  // namespace
 
-void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
-               const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+template <DType T>
+void axpy_kquant(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                 const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  using D = std::conditional_t<T == DType::Q4_K, DecodeQ4_K,
+                               std::conditional_t<T == DType::Q5_K, DecodeQ5_K, DecodeQ6_K>>;
+  static_assert(T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K);
+  axpy<D>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+}
+template void axpy_kquant<DType::Q4_K>(int64_t, const void*, size_t, const int32_t*, int64_t,
+                                       const float*, size_t, int64_t, float*, size_t);
+template void axpy_kquant<DType::Q5_K>(int64_t, const void*, size_t, const int32_t*, int64_t,
+                                       const float*, size_t, int64_t, float*, size_t);
+template void axpy_kquant<DType::Q6_K>(int64_t, const void*, size_t, const int32_t*, int64_t,
+                                       const float*, size_t, int64_t, float*, size_t);
+
+void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
+               size_t lda, int64_t nt, float* y, size_t ldy) {
   axpy<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
@@ -350,9 +320,9 @@ void set_axpy_kernels(Kernels& k) {
   k.q4_0.axpy_parts = axpy_q4_0_parts;
   // The K-quants a neuron-major down of a K-quant file takes (the others keep the scalar
   // reference of generic::set_block_kernels).
-  k.q4_k.axpy = axpy<DecodeQ4_K>;
-  k.q5_k.axpy = axpy<DecodeQ5_K>;
-  k.q6_k.axpy = axpy<DecodeQ6_K>;
+  k.q4_k.axpy = axpy_kquant<DType::Q4_K>;
+  k.q5_k.axpy = axpy_kquant<DType::Q5_K>;
+  k.q6_k.axpy = axpy_kquant<DType::Q6_K>;
 }
 
 }  // namespace hearth::cpu::avx2

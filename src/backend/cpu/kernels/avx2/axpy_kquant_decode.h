@@ -1,7 +1,19 @@
 // The axpy decoders of the K-quants (Q4_K, Q5_K, Q6_K rows: a neuron-major down a K-quant file
-// carries). Included once, by axpy_avx2.cc, inside its anonymous namespace: the decoders plug into
-// its axpy template (run() for several tokens, set_factors() / add_factored() for one).
+// carries). They plug into axpy_avx2.cc's axpy template (run() for several tokens, set_factors()
+// / add_factored() for one); the AVX-512 one-token kernels (avx512/axpy_kquant_avx512.cc) take
+// their codes and factors. Include only from files compiled with AVX2 or more.
 #pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/quant_blocks.h"
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/avx2_util.h"
+
+namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
 
 // K-quant rows 32 columns (one sub-block) at a time, from the sub-block's scale (and min) in the
 // super-block header: d * sc and dmin * m are formed as dequantize_row forms them, then each
@@ -158,3 +170,6 @@ struct DecodeQ6_K {
     return 0.0f;
   }
 };
+
+}  // namespace HEARTH_AVX2_ABI
+}  // namespace hearth::cpu::avx2

@@ -9,11 +9,13 @@ namespace hearth::cpu::avx512 {
 
 // Each sets the entries its file implements: dot, gemm and gemm_gather of F32, F16 and BF16
 // (gemm_float_avx512.cc), of Q8_0 and Q4_0 (gemm_quant_avx512.cc) and of the block types of
-// core/quant_blocks.h (gemm_blocks_avx512.cc), axpy of Q4_0 (axpy_avx512.cc).
+// core/quant_blocks.h (gemm_blocks_avx512.cc), axpy of Q4_0 (axpy_avx512.cc) and of the
+// K-quants for one token (axpy_kquant_avx512.cc).
 void set_float_kernels(Kernels& k);
 void set_quant_kernels(Kernels& k);
 void set_block_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
+void set_kquant_axpy_kernels(Kernels& k);
 
 // The AVX2 table with the entries above replaced.
 Kernels kernels();

@@ -13,6 +13,7 @@ Kernels kernels() {
   set_quant_kernels(k);
   set_block_kernels(k);
   set_axpy_kernels(k);
+  set_kquant_axpy_kernels(k);
   return k;
 }
 
