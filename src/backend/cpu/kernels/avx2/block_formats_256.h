@@ -191,17 +191,22 @@ struct FormatQ6_K : OffsetFormat<Dp, BlockQ6_K, 32> {
   static Group group(const uint8_t* w) { return Group::make(w, scale_bytes); }
   // Pair p: codes k = 2 (p % 2) and k + 1 of half h = p / 2; their low 4 bits are the low
   // (p even) or high nibbles of ql[64h + l] and ql[64h + 32 + l], the top 2 bits at bits 2k and
-  // 2k + 2 of qh[32h + l].
+  // 2k + 2 of qh[32h + l]. Those move to bits 4-5 with one 32-bit shift whose count differs per
+  // 128-bit lane (left by 4 and 2 for k = 0, right by 0 and 2 for k = 2); what crosses from a
+  // neighbouring byte is masked off.
   static ScaledPair pair(const Group& g, int p) {
     const uint8_t* ql = g.b->ql + 64 * (p / 2);
     const uint8_t* qh = g.b->qh + 32 * (p / 2);
-    const int k = 2 * (p % 2);
+    const bool odd = p % 2 != 0;
+    const __m256i left = _mm256_setr_epi32(4, 4, 4, 4, 2, 2, 2, 2);
+    const __m256i right = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
     const auto codes = [&](int half16) {
-      const __m256i low = low_nibbles(
-          _mm256_srli_epi16(load_halves(ql + 16 * half16, ql + 32 + 16 * half16), 2 * k));
-      const __m256i top = _mm256_and_si256(two_shifts(qh + 16 * half16, 2 * k, 2 * k + 2),
-                                           _mm256_set1_epi8(3));
-      return _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+      const __m256i q = load_halves(ql + 16 * half16, ql + 32 + 16 * half16);
+      const __m256i low = low_nibbles(odd ? _mm256_srli_epi16(q, 4) : q);
+      const __m256i h = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * half16)));
+      const __m256i top = odd ? _mm256_srlv_epi32(h, right) : _mm256_sllv_epi32(h, left);
+      return _mm256_or_si256(low, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
     };
     return g.with_scales(codes(0), codes(1), p);
   }
