@@ -33,15 +33,21 @@ struct FloatTiles {
   // Adds columns [c0, c1) of the R x T products to acc: whole vectors, plus the zero-padded tail
   // when c1 == n. Every product goes through this, so an output's FMA chain (one accumulator of
   // kLanes lanes, columns in order, then V::sum) is the same whether the columns come in one
-  // span or several: tiles, spans and matvec agree bit for bit.
+  // span or several: tiles, spans and matvec agree bit for bit. `stream`: one row (R = T = 1)
+  // read as part of a forward stream, which prefetches kStreamAhead bytes ahead of itself.
   template <int R, int T>
   [[gnu::always_inline]] static inline void accumulate(int64_t c0, int64_t c1, int64_t n,
                                                        const uint8_t* const* w,
-                                                       const float* const* xr, Vec (&acc)[R][T]) {
+                                                       const float* const* xr, Vec (&acc)[R][T],
+                                                       bool stream = false) {
     const int64_t whole = c1 < n ? c1 : n / kLanes * kLanes;
     int64_t i = c0;
     for (; i < whole; i += kLanes) {
       if constexpr (T == 1) {
+        if constexpr (R == 1) {
+          const int64_t at = i * kWeightBytes;
+          if (stream && at % 64 == 0) __builtin_prefetch(w[0] + at + kStreamAhead, 0, 3);
+        }
         // One activation vector: convert each weight vector right where it is used, so the
         // accumulators of matvec stay in registers.
         const Vec xv = V::acts(xr[0], i);
@@ -65,12 +71,14 @@ struct FloatTiles {
     }
   }
 
-  // One token streams its rows from DRAM. Rows of a page (4 KiB) or more are left to the
-  // hardware prefetchers, which follow one row per page well (software prefetch adds nothing
-  // there, gathered rows included, and costs at 4 KiB). Shorter rows (predictor fc2, whose
-  // rows are the predictor's hidden width) put several rows in a page, where the tile also
-  // fetches the row read after it (`ahead`, from TileSet::gemv).
+  // One token streams its rows from DRAM. Short rows (predictor fc2, whose rows are the
+  // predictor's hidden width) put several rows in a page: the tile fetches the row read after
+  // it (`ahead`, from TileSet::gemv). A longer row followed in memory by the next one is a
+  // forward stream: it prefetches kStreamAhead bytes ahead of where it reads, which the
+  // hardware prefetchers alone do not reach (as for the quantized rows, avx2/group_tiles.h).
+  // Scattered long rows (gathered, R at a time) are left to the hardware prefetchers.
   static constexpr int64_t kMaxPrefetchRowBytes = 2048;
+  static constexpr int64_t kStreamAhead = 8192;
 
   template <int R, int T>
   static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
@@ -81,15 +89,18 @@ struct FloatTiles {
     }
     const float* xr[T];
     for (int t = 0; t < T; ++t) xr[t] = reinterpret_cast<const float*>(x + t * ldx);
+    bool stream = false;
     if constexpr (T == 1) {
       const int64_t bytes = n * kWeightBytes;
       if (bytes <= kMaxPrefetchRowBytes) {
         for (int r = 0; r < R; ++r) {
           for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(ahead[r] + o, 0, 3);
         }
+      } else {
+        stream = R == 1 && ahead[0] == w[0] + bytes;
       }
     }
-    accumulate<R, T>(0, n, n, w, xr, acc);
+    accumulate<R, T>(0, n, n, w, xr, acc, stream);
     for (int t = 0; t < T; ++t) {
       for (int r = 0; r < R; ++r) y[t * ldy + r] = V::sum(acc[r][t]);
     }
