@@ -76,11 +76,12 @@ inline __m256 load_bf16x8(const uint16_t* p) {
 // The 32 nibbles of a Q4_0 block as bytes in [0, 15], in weight order: byte j holds the low
 // nibble of qs[j] for j < 16 and the high nibble of qs[j - 16] above.
 // The 16 bytes are loaded into both halves (a plain load, no shuffle) and the halves shifted
-// differently by a blend, keeping the shuffle ports free for the reduction trees.
+// differently by one per-lane shift (0 and 4 bits), keeping the shuffle ports free for the
+// reduction trees.
 inline __m256i unpack_nibbles(const uint8_t* qs) {
   const __m256i both =
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  const __m256i shifted = _mm256_blend_epi32(both, _mm256_srli_epi16(both, 4), 0xf0);
+  const __m256i shifted = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
   return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
 }
 
