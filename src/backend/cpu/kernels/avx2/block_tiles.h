@@ -64,10 +64,11 @@ struct MaddAvx2 {
 // --- Helpers shared by the formats ---------------------------------------------------------
 
 // The 16 bytes at p in both 128-bit lanes, shifted right by s0 in the low lane and s1 in the
-// high one (16-bit shifts: the caller masks off what moved in from the neighbouring byte).
+// high one (one 64-bit shift per lane: the caller masks off what moved in from the neighbouring
+// byte).
 inline __m256i two_shifts(const uint8_t* p, int s0, int s1) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_blend_epi32(_mm256_srli_epi16(v, s0), _mm256_srli_epi16(v, s1), 0xf0);
+  return _mm256_srlv_epi64(v, _mm256_setr_epi64x(s0, s0, s1, s1));
 }
 
 inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
