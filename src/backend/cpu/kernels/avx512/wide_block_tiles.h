@@ -85,13 +85,19 @@ struct WideBlockEngine {
                                                        __m256 (&acc)[R][T]) {
     typename F::Group g[R];
     for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
-    // half[q]: the sums of pairs 2q and 2q + 1, for every row and token.
-    __m512i half[2][R][T];
+    // The sums of pairs 0 and 1, then pair_add'ed with those of pairs 2 and 3 as they come: one
+    // vector per row and token stays live, so the tiles of several tokens keep everything in
+    // the 32 registers.
+    __m512i sums[R][T];
+#pragma GCC unroll 2
     for (int q = 0; q < 2; ++q) {
       typename F::WideAct a[T];
       for (int t = 0; t < T; ++t) a[t] = F::wide_act(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
-        for (int t = 0; t < T; ++t) half[q][r][t] = F::quad_sums(g[r], q, a[t]);
+        for (int t = 0; t < T; ++t) {
+          const __m512i quad = F::quad_sums(g[r], q, a[t]);
+          sums[r][t] = q == 0 ? quad : pair_add(sums[r][t], quad);
+        }
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -99,11 +105,12 @@ struct WideBlockEngine {
       const __m256i xs =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
       for (int r = 0; r < R; ++r) {
-        const __m512i s = pair_add(half[0][r][t], half[1][r][t]);
+        const __m512i s = sums[r][t];
         // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
-        const __m256i sums[1] = {_mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
-                                                  _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
-        acc[r][t] = F::finish(g[r], sums, dx, xs, acc[r][t]);
+        const __m256i blocks[1] = {
+            _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
+                             _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
+        acc[r][t] = F::finish(g[r], blocks, dx, xs, acc[r][t]);
       }
     }
   }
@@ -111,7 +118,8 @@ struct WideBlockEngine {
 template <typename F>
 using WideBlockTiles = avx2::GroupTiles<WideBlockEngine<F>>;
 
-// dot, gemm and gemm_gather of a wide format, with the tile shapes of the 256-bit engine.
+// dot, gemm and gemm_gather of a wide format: one token with up to 4 scattered rows a tile, more
+// tokens in tiles of 2 rows x 4 tokens, the shape that ran fastest (docs/benchmarks.md).
 template <typename F>
 void set_wide_block_tile_kernels(WeightKernels& k) {
   using Tiles = WideBlockTiles<F>;
