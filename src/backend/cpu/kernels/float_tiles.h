@@ -73,12 +73,10 @@ struct FloatTiles {
 
   // One token streams its rows from DRAM. Short rows (predictor fc2, whose rows are the
   // predictor's hidden width) put several rows in a page: the tile fetches the row read after
-  // it (`ahead`, from TileSet::gemv). A longer row followed in memory by the next one is a
-  // forward stream: it prefetches kStreamAhead bytes ahead of where it reads, which the
-  // hardware prefetchers alone do not reach (as for the quantized rows, avx2/group_tiles.h).
-  // Scattered long rows (gathered, R at a time) are left to the hardware prefetchers.
+  // it (`ahead`, from TileSet::gemv). A longer single row of a forward stream prefetches
+  // kStreamAhead bytes ahead of where it reads (tile_set.h). Scattered long rows (gathered, R at
+  // a time) are left to the hardware prefetchers.
   static constexpr int64_t kMaxPrefetchRowBytes = 2048;
-  static constexpr int64_t kStreamAhead = 8192;
 
   template <int R, int T>
   static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
@@ -97,7 +95,7 @@ struct FloatTiles {
           for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(ahead[r] + o, 0, 3);
         }
       } else {
-        stream = R == 1 && ahead[0] == w[0] + bytes;
+        stream = R == 1 && is_forward_stream(w[0], ahead[0], bytes);
       }
     }
     accumulate<R, T>(0, n, n, w, xr, acc, stream);

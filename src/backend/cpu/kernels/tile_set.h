@@ -36,6 +36,17 @@ struct RowList {
 using TileFn = void (*)(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
                         const uint8_t* x, size_t ldx, float* y, size_t ldy);
 
+// A one-token tile whose single row is followed in memory by the next row it is given as
+// `ahead` (TileSet::gemv's runs of consecutive rows) reads one forward stream. Such a row
+// prefetches kStreamAhead bytes ahead of where it reads: far enough to cover DRAM's latency at
+// one core's share of the bandwidth, which the hardware prefetchers alone do not reach once the
+// products are quick. Both tile engines (float_tiles.h, avx2/group_tiles.h) follow this.
+inline constexpr int64_t kStreamAhead = 8192;
+// (static: each ISA's translation unit keeps its own copy, as with the templates here.)
+static inline bool is_forward_stream(const uint8_t* w, const uint8_t* ahead, int64_t row_bytes) {
+  return ahead == w + row_bytes;
+}
+
 // Covers an nr x nt output with K's register-blocked tiles of at most R x T, using smaller
 // instantiations at the edges. Rows are the outer loop so a weight tile stays in L1 while it
 // meets every activation row. Tiles see only row pointers, so gathered rows take the same

@@ -23,12 +23,7 @@ template <typename E>
 struct GroupTiles {
   using Block = typename E::Block;
   static constexpr size_t kGroupBytes = sizeof(Block) * E::kGroupBlocks;
-  static constexpr int64_t kStreamAhead = 8192;
   static constexpr int64_t kBlockWeights = kQK * kActGroupBlocks / E::kGroupBlocks;
-
-  static constexpr int64_t row_bytes(int64_t n) {
-    return n / kBlockWeights * static_cast<int64_t>(sizeof(Block));
-  }
 
   template <int R, int T>
   static void tile(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
@@ -42,17 +37,16 @@ struct GroupTiles {
     std::memcpy(next, ahead, sizeof next);
     for (int t = 0; t < T; ++t) xg[t] = x + t * ldx;
     __m256 acc[R][T] = {};
-    // One token streams its weights from DRAM. A single row whose successor follows it in
-    // memory is one forward stream: each group prefetches the bytes kStreamAhead further on,
-    // far enough to cover DRAM's latency at one core's share of the bandwidth, which the
-    // hardware prefetchers alone do not reach once the products are quick. Otherwise each
-    // group prefetches its counterpart in the row read after this one (`ahead`, see
-    // TileSet::gemv), so a scattered gathered row is on its way before its tile starts.
-    const bool stream = T == 1 && R == 1 && ahead[0] == w[0] + row_bytes(n);
+    // One token streams its weights from DRAM. A single row of a forward stream prefetches
+    // tiles::kStreamAhead bytes on, group by group; otherwise each group prefetches its
+    // counterpart in the row read after this one (`ahead`, see TileSet::gemv), so a scattered
+    // gathered row is on its way before its tile starts.
+    const int64_t row_bytes = n / kBlockWeights * static_cast<int64_t>(sizeof(Block));
+    const bool stream = T == 1 && R == 1 && tiles::is_forward_stream(w[0], ahead[0], row_bytes);
     for (int64_t g = 0; g < full; ++g) {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
-          const uint8_t* fetch = stream ? wg[r] + kStreamAhead : next[r];
+          const uint8_t* fetch = stream ? wg[r] + tiles::kStreamAhead : next[r];
           for (size_t line = 0; line < kGroupBytes; line += 64) {
             _mm_prefetch(reinterpret_cast<const char*>(fetch + line), _MM_HINT_T0);
           }
