@@ -21,13 +21,16 @@ constexpr Command kCommands[] = {
     {"perplexity", hearth::cli::cmd_perplexity, "perplexity of a text, optionally against dense"},
     {"calibrate", hearth::cli::cmd_calibrate, "profile activations; make predictors or thresholds"},
     {"imatrix", hearth::cli::cmd_imatrix, "importance matrix (activation statistics) for quantize"},
-    {"quantize", hearth::cli::cmd_quantize, "convert a model's weight matrices to f16, q8_0 or q4_0"},
+    {"quantize", hearth::cli::cmd_quantize,
+     "convert a model's weight matrices to another type (q4_k_m, q8_0, ...)"},
     {"chat", hearth::cli::cmd_chat, "interactive chat in the terminal"},
     {"serve", hearth::cli::cmd_serve, "OpenAI-compatible HTTP server"},
 };
 
 void usage(std::FILE* out) {
-  std::fprintf(out, "usage: hearth <command> [options]   (hearth <command> --help for details)\n\ncommands:\n");
+  std::fprintf(
+      out,
+      "usage: hearth <command> [options]   (hearth <command> --help for details)\n\ncommands:\n");
   for (const auto& c : kCommands) {
     std::fprintf(out, "  %-11.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.help.size()), c.help.data());

@@ -2,8 +2,9 @@
 // through the ops at every ISA this CPU has, on odd sizes: matvec and matmul against a double
 // reference on the dequantized weights and the activations as the kernels round them (Q8_0 or
 // Q8_K); gather_matmul equal to the same rows of matmul bit for bit; sparse_axpy against a
-// double reference within the bound of sequential float summation; the same bits for 1 and 3
-// threads.
+// double reference within the bound of sequential float summation (plus, for one token of
+// Q4_K and Q6_K, that of their 8-bit coefficients: common/axpy_bound.h); the same bits for 1
+// and 3 threads.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/kernels/act_layout.h"
+#include "common/axpy_bound.h"
 #include "common/kernel_test_util.h"
 #include "core/quant_blocks.h"
 #include "ops/matmul.h"
@@ -22,8 +24,8 @@ namespace {
 
 using test::isas;
 
-constexpr DType kBlockTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
-                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+constexpr DType kBlockTypes[] = {DType::Q4_1, DType::Q5_0,  DType::Q5_1, DType::IQ4_NL,
+                                 DType::Q2_K, DType::Q3_K,  DType::Q4_K, DType::Q5_K,
                                  DType::Q6_K, DType::IQ4_XS};
 
 // Odd numbers of blocks: 1, 3 and 5 super-blocks, or 1, 3, 7 and 33 blocks of 32.
@@ -88,7 +90,8 @@ TEST(BlockOps, MatmulMatchesReferenceAndGatherEqualsMatmul) {
         for (int64_t k = 0; k < n; ++k) {
           for (size_t j = 0; j < idx.size(); ++j) {
             ASSERT_EQ(yg[k * idx.size() + j], y[k * rows + idx[j]])
-                << cpu::isa_name(isa) << " " << dtype_name(t) << " token " << k << " row " << idx[j];
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " token " << k << " row "
+                << idx[j];
           }
         }
       }
@@ -113,8 +116,8 @@ TEST(BlockOps, SparseAxpyMatchesReferenceForAnyThreadCount) {
           std::vector<float> y1(static_cast<size_t>(n * cols)), y3(y1.size());
           sparse_axpy(one, t, w.data(), rows, cols, idx.data(), static_cast<int64_t>(idx.size()),
                       a.data(), n, y1.data());
-          sparse_axpy(three, t, w.data(), rows, cols, idx.data(),
-                      static_cast<int64_t>(idx.size()), a.data(), n, y3.data());
+          sparse_axpy(three, t, w.data(), rows, cols, idx.data(), static_cast<int64_t>(idx.size()),
+                      a.data(), n, y3.data());
           EXPECT_EQ(std::memcmp(y1.data(), y3.data(), y1.size() * 4), 0)
               << cpu::isa_name(isa) << " " << dtype_name(t) << " n " << n;
           for (int64_t k = 0; k < n; ++k) {
@@ -125,7 +128,10 @@ TEST(BlockOps, SparseAxpyMatchesReferenceForAnyThreadCount) {
                 s += term;
                 abs += std::fabs(term);
               }
-              ASSERT_NEAR(y1[k * cols + c], s, (idx.size() + 2) * FLT_EPSILON * abs + 1e-30)
+              const double quant = test::axpy_int_bound(
+                  t, w.data(), static_cast<size_t>(row_bytes(t, cols)), idx.data(),
+                  static_cast<int64_t>(idx.size()), a.data(), n, c);
+              ASSERT_NEAR(y1[k * cols + c], s, (idx.size() + 2) * FLT_EPSILON * abs + 1e-30 + quant)
                   << cpu::isa_name(isa) << " " << dtype_name(t) << " n " << n << " col " << c;
             }
           }

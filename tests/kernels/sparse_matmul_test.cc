@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "backend/cpu/context.h"
+#include "common/axpy_bound.h"
 #include "common/kernel_test_util.h"
 #include "core/error.h"
 #include "core/fp16.h"
@@ -89,31 +90,10 @@ std::vector<int64_t> gather_cols(DType t) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// One-token Q4_0 axpy rounds its coefficients to int8 (generic/axpy.cc): per group of 32 active
-// rows (ascending j) and per block, s_j = a_j * d_j becomes S * t_j with S = max|s_j| / 127 and
-// |s_j - S t_j| <= S / 2. Output c's extra error is therefore at most
-// sum_g (S_g / 2) * sum_{j in g} |q_{j,c} - 8|, the same bound the dense Q4_0 matvec has from
-// rounding its activations to Q8_0 (per 32 elements, scale max|x| / 127). Returned with 0.1%
-// slack for the float rounding of s_j * (127 / m) and of S; 0 where the path is float math.
+// One-token Q4_0 axpy rounds its coefficients to int8 (common/axpy_bound.h).
 double coef_quant_bound(DType t, const uint8_t* w, size_t ldw, const int32_t* idx, int64_t nr,
                         const float* a, int64_t nt, int64_t c) {
-  if (t != DType::Q4_0 || nt != 1) return 0.0;
-  const int64_t b = c / kQK, i = c % kQK;
-  double bound = 0;
-  int64_t j = 0;
-  while (j < nr) {
-    double m = 0, q_abs = 0;
-    for (int count = 0; j < nr && count < 32; ++j) {
-      if (a[j] == 0.0f) continue;
-      ++count;
-      const auto& blk = reinterpret_cast<const BlockQ4_0*>(w + idx[j] * ldw)[b];
-      m = std::max(m, std::fabs(static_cast<double>(a[j]) * fp16_to_fp32(blk.d)));
-      const int q = i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4);
-      q_abs += std::abs(q - 8);
-    }
-    bound += m / 127 / 2 * q_abs;
-  }
-  return bound * 1.001;
+  return test::axpy_int_bound(t, w, ldw, idx, nr, a, nt, c);
 }
 
 TEST(SparseKernels, EveryIsaFillsTheSparseEntries) {
@@ -207,79 +187,131 @@ TEST(SparseKernels, AxpyMatchesReferenceAndScalar) {
   }
 }
 
-// The one-token Q4_0 axpy sums in integers, and every vector ISA gets there its own way (AVX2:
-// chunks of 8 blocks, scales read through general registers, nibbles split; AVX-512: chunks of
-// 16 blocks, scales by word permutes, with masked loads for a last chunk of under 8 or 16
-// blocks, whole bytes summed) into the same integer sums and final FMA: the outputs must be the
-// same bits on every vector ISA. Column counts give chunks of 1 to 17 blocks.
-TEST(SparseKernels, OneTokenQ4_0AxpyIsTheSameBitsOnEveryVectorIsa) {
-  const DType t = DType::Q4_0;
-  for (int64_t cols : {32, 96, 224, 256, 288, 480, 512, 544, 1056}) {
-    const auto ldw = static_cast<size_t>(row_bytes(t, cols));
-    for (int64_t nr : {1, 5, 33, 70}) {
-      const int64_t rows = 2 * nr + 3;
-      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + nr));
-      const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr + 3));
-      const auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(nr * 5 + cols));
-      const auto y0 = test::random_floats(cols, static_cast<uint32_t>(cols));
-      std::vector<float> first;
-      for (cpu::Isa isa : isas()) {
-        if (isa == cpu::Isa::Scalar) continue;
-        auto y = y0;
-        cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr,
-                                                 1, y.data(), cols);
-        if (first.empty()) {
-          first = y;
-          continue;
-        }
-        for (int64_t c = 0; c < cols; ++c) {
-          ASSERT_TRUE(same_bits(y[c], first[c]))
-              << cpu::isa_name(isa) << " cols=" << cols << " nr=" << nr << " c=" << c << ": "
-              << y[c] << " vs " << first[c];
+// The one-token axpy of Q4_0, Q4_K and Q6_K sums in integers, and every vector ISA gets there its
+// own way (Q4_0 with AVX2: chunks of 8 blocks, scales read through general registers, nibbles
+// split; with AVX-512: chunks of 16 blocks, scales by word permutes, with masked loads for a last
+// chunk of under 8 or 16 blocks, whole bytes summed; the K-quants in 256- or 512-bit transposed
+// quads) into the same integer sums and float steps: the outputs must be the same bits on every
+// vector ISA. Column counts give Q4_0 chunks of 1 to 17 blocks, and 1 to 5 super-blocks.
+TEST(SparseKernels, OneTokenIntegerAxpyIsTheSameBitsOnEveryVectorIsa) {
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const std::vector<int64_t> all_cols =
+        t == DType::Q4_0 ? std::vector<int64_t>{32, 96, 224, 256, 288, 480, 512, 544, 1056}
+                         : std::vector<int64_t>{256, 768, 1280};
+    for (int64_t cols : all_cols) {
+      const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+      for (int64_t nr : {1, 5, 33, 70}) {
+        const int64_t rows = 2 * nr + 3;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + nr));
+        const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr + 3));
+        const auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(nr * 5 + cols));
+        const auto y0 = test::random_floats(cols, static_cast<uint32_t>(cols));
+        std::vector<float> first;
+        for (cpu::Isa isa : isas()) {
+          if (isa == cpu::Isa::Scalar) continue;
+          auto y = y0;
+          cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(),
+                                                   nr, 1, y.data(), cols);
+          if (first.empty()) {
+            first = y;
+            continue;
+          }
+          for (int64_t c = 0; c < cols; ++c) {
+            ASSERT_TRUE(same_bits(y[c], first[c]))
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " nr=" << nr
+                << " c=" << c << ": " << y[c] << " vs " << first[c];
+          }
         }
       }
     }
   }
 }
 
-// axpy_parts is one axpy call per part, to the bit: parts of odd lengths (groups of 32 active
-// rows must restart at each part), empty parts, and a part whose coefficients are all zero,
-// against the same table's axpy.
-TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
-  const DType t = DType::Q4_0;
-  for (cpu::Isa isa : isas()) {
-    const cpu::Kernels ks = cpu::select_kernels(isa);
-    const cpu::WeightKernels& k = ks.weights(t);
-    ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
-    for (int64_t cols : {32, 288, 1056}) {
+// Each of those against the scalar reference and a double one: the reference computes the same
+// integers, so the two are only float rounding apart (the vector kernels' final FMA), and both
+// are within the 8-bit coefficients' bound of the exact sum.
+TEST(SparseKernels, OneTokenIntegerAxpyMatchesTheScalarReference) {
+  const cpu::Kernels scalar = cpu::select_kernels(cpu::Isa::Scalar);
+  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+    for (int64_t cols : {256, 1280}) {
       const auto ldw = static_cast<size_t>(row_bytes(t, cols));
-      const int64_t nr = 151, rows = 2 * nr + 3;
-      const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 7));
-      const auto idx = random_idx(rows, nr, 11);
-      auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(cols));
-      std::fill(a.begin() + 100, a.begin() + 117, 0.0f);  // the part [100, 117) reads nothing
-      for (const std::vector<int64_t>& ends : {std::vector<int64_t>{nr},
-                                               {37, 37, 100, 117, nr},
-                                               {0, 64, 65, 100, 117, 150, nr},
-                                               {33, nr, nr}}) {
-        const auto n_parts = static_cast<int64_t>(ends.size());
-        std::vector<float> y(static_cast<size_t>(n_parts * cols), 0.0f), want = y;
-        k.axpy_parts(cols, w.data(), ldw, idx.data(), a.data(), ends.data(), n_parts, y.data(),
-                     cols);
-        int64_t begin = 0;
-        for (int64_t p = 0; p < n_parts; ++p) {
-          k.axpy(cols, w.data(), ldw, idx.data() + begin, ends[p] - begin, a.data() + begin,
-                 ends[p] - begin, 1, want.data() + p * cols, cols);
-          begin = ends[p];
-        }
-        for (size_t i = 0; i < y.size(); ++i) {
-          ASSERT_TRUE(same_bits(y[i], want[i]))
-              << cpu::isa_name(isa) << " cols=" << cols << " parts=" << n_parts << " i=" << i
-              << ": " << y[i] << " vs " << want[i];
+      for (int64_t nr : {1, 7, 33, 70}) {
+        const int64_t rows = 2 * nr + 5;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols * nr + 1));
+        const auto wf = dequantized(t, w, rows, cols);
+        const auto idx = random_idx(rows, nr, static_cast<uint32_t>(nr + 9));
+        const auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(nr * 3 + cols));
+        const auto y0 = test::random_floats(cols, static_cast<uint32_t>(cols + 5));
+        auto ys = y0;
+        scalar.weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, 1, ys.data(),
+                               cols);
+        for (cpu::Isa isa : isas()) {
+          auto y = y0;
+          cpu::select_kernels(isa).weights(t).axpy(cols, w.data(), ldw, idx.data(), nr, a.data(),
+                                                   nr, 1, y.data(), cols);
+          for (int64_t c = 0; c < cols; ++c) {
+            double want = y0[c], abs = std::fabs(want);
+            for (int64_t j = 0; j < nr; ++j) {
+              const double p = static_cast<double>(a[j]) * wf[idx[j] * cols + c];
+              want += p;
+              abs += std::fabs(p);
+            }
+            const double tol = (nr + 2) * FLT_EPSILON * abs + 1e-30;
+            const double quant = coef_quant_bound(t, w.data(), ldw, idx.data(), nr, a.data(), 1, c);
+            ASSERT_NEAR(y[c], want, tol + quant)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " nr=" << nr;
+            const double groups = static_cast<double>(nr / 32 + 1);
+            const double steps =
+                std::fabs(y0[c]) +
+                test::axpy_int_magnitude(t, w.data(), ldw, idx.data(), nr, a.data(), c);
+            ASSERT_NEAR(y[c], ys[c], 2 * (groups + 1) * FLT_EPSILON * steps)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " vs scalar, c=" << c;
+          }
         }
       }
     }
   }
+}
+
+// axpy_parts (Q4_0, Q4_K, Q6_K) is one axpy call per part, to the bit: parts of odd lengths
+// (groups of 32 active rows must restart at each part), empty parts, and a part whose
+// coefficients are all zero, against the same table's axpy.
+TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K})
+    for (cpu::Isa isa : isas()) {
+      const cpu::Kernels ks = cpu::select_kernels(isa);
+      const cpu::WeightKernels& k = ks.weights(t);
+      ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
+      for (int64_t cols : t == DType::Q4_0 ? std::vector<int64_t>{32, 288, 1056}
+                                           : std::vector<int64_t>{256, 768}) {
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        const int64_t nr = 151, rows = 2 * nr + 3;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 7));
+        const auto idx = random_idx(rows, nr, 11);
+        auto a = sparse_coefficients(1, nr, static_cast<uint32_t>(cols));
+        std::fill(a.begin() + 100, a.begin() + 117, 0.0f);  // the part [100, 117) reads nothing
+        for (const std::vector<int64_t>& ends : {std::vector<int64_t>{nr},
+                                                 {37, 37, 100, 117, nr},
+                                                 {0, 64, 65, 100, 117, 150, nr},
+                                                 {33, nr, nr}}) {
+          const auto n_parts = static_cast<int64_t>(ends.size());
+          std::vector<float> y(static_cast<size_t>(n_parts * cols), 0.0f), want = y;
+          k.axpy_parts(cols, w.data(), ldw, idx.data(), a.data(), ends.data(), n_parts, y.data(),
+                       cols);
+          int64_t begin = 0;
+          for (int64_t p = 0; p < n_parts; ++p) {
+            k.axpy(cols, w.data(), ldw, idx.data() + begin, ends[p] - begin, a.data() + begin,
+                   ends[p] - begin, 1, want.data() + p * cols, cols);
+            begin = ends[p];
+          }
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_TRUE(same_bits(y[i], want[i]))
+                << cpu::isa_name(isa) << " cols=" << cols << " parts=" << n_parts << " i=" << i
+                << ": " << y[i] << " vs " << want[i];
+          }
+        }
+      }
+    }
 }
 
 // Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the

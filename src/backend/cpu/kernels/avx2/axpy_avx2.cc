@@ -16,6 +16,7 @@
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/axpy_kquant_decode.h"
+#include "backend/cpu/kernels/avx2/axpy_kquant_int.h"
 #include "backend/cpu/kernels/avx2/axpy_q4_0_int.h"
 #include "backend/cpu/kernels/avx2/axpy_window.h"
 #include "backend/cpu/kernels/avx2/float_loads.h"
@@ -311,6 +312,25 @@ void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   axpy<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
+namespace {
+
+// One token of Q4_K and Q6_K in integers (axpy_kquant_int.h), other token counts in floats.
+template <DType T, typename Block, typename Coefs, typename Sums>
+void kquant_int_axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt != 1) return axpy_kquant<T>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+  axpy_kquant_int_parts<Block, Coefs, Sums>(n, static_cast<const uint8_t*>(w), ldw, idx, a, &nr, 1,
+                                            y, 0);
+}
+template <typename Block, typename Coefs, typename Sums>
+void kquant_int_axpy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                           const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  axpy_kquant_int_parts<Block, Coefs, Sums>(n, static_cast<const uint8_t*>(w), ldw, idx, a, ends,
+                                            n_parts, y, ldy);
+}
+
+}  // namespace
+
 void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy<DecodeFloat<LoadF32>>;
   k.f16.axpy = axpy<DecodeFloat<LoadF16>>;
@@ -320,9 +340,13 @@ void set_axpy_kernels(Kernels& k) {
   k.q4_0.axpy_parts = axpy_q4_0_parts;
   // The K-quants a neuron-major down of a K-quant file takes (the others keep the scalar
   // reference of generic::set_block_kernels).
-  k.q4_k.axpy = axpy_kquant<DType::Q4_K>;
+  using SumsQ4_K = SumsQ4_K_256<DpAvx2>;
+  using SumsQ6_K = SumsQ6_K_256<DpAvx2>;
+  k.q4_k.axpy = kquant_int_axpy<DType::Q4_K, BlockQ4_K, CoefsQ4_K, SumsQ4_K>;
+  k.q4_k.axpy_parts = kquant_int_axpy_parts<BlockQ4_K, CoefsQ4_K, SumsQ4_K>;
   k.q5_k.axpy = axpy_kquant<DType::Q5_K>;
-  k.q6_k.axpy = axpy_kquant<DType::Q6_K>;
+  k.q6_k.axpy = kquant_int_axpy<DType::Q6_K, BlockQ6_K, CoefsQ6_K, SumsQ6_K>;
+  k.q6_k.axpy_parts = kquant_int_axpy_parts<BlockQ6_K, CoefsQ6_K, SumsQ6_K>;
 }
 
 }  // namespace hearth::cpu::avx2

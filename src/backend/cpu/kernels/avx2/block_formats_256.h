@@ -68,20 +68,26 @@ inline CodePair interleave(const BlockCodes2& c) {
 }
 
 // Q4_K / Q5_K: the 6-bit scales and mins of the 8 sub-blocks (k4_scale_min), unpacked four at a
-// time in general-purpose registers, as floats in lane order.
-struct K4Scales {
-  __m256 scale, min;
+// time in general-purpose registers, one byte each in sub-block order.
+struct K4ScaleBytes {
+  uint64_t scales, mins;
 };
-inline K4Scales k4_lane_scales(const uint8_t* q) {
+inline K4ScaleBytes k4_scale_bytes(const uint8_t* q) {
   uint32_t a, b, c;
   std::memcpy(&a, q, 4);
   std::memcpy(&b, q + 4, 4);
   std::memcpy(&c, q + 8, 4);
   constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-  const uint64_t scales = (a & k6) | static_cast<uint64_t>((c & k4) | ((a >> 6) & k2) << 4) << 32;
-  const uint64_t mins =
-      (b & k6) | static_cast<uint64_t>(((c >> 4) & k4) | ((b >> 6) & k2) << 4) << 32;
-  return {lane_floats(scales), lane_floats(mins)};
+  return {(a & k6) | static_cast<uint64_t>((c & k4) | ((a >> 6) & k2) << 4) << 32,
+          (b & k6) | static_cast<uint64_t>(((c >> 4) & k4) | ((b >> 6) & k2) << 4) << 32};
+}
+// The same as floats in lane order.
+struct K4Scales {
+  __m256 scale, min;
+};
+inline K4Scales k4_lane_scales(const uint8_t* q) {
+  const K4ScaleBytes b = k4_scale_bytes(q);
+  return {lane_floats(b.scales), lane_floats(b.mins)};
 }
 
 // Q4_K / Q5_K after the tree: isum = s * qx, msum = m * (block quant sum).

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/kernels/generic/block_codes.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/fp16.h"
 #include "core/quant_blocks.h"
@@ -70,10 +71,8 @@ struct DecodeQ4_0 {
 // A block of any type of core/quant_blocks.h, through dequantize_row (so bit-exact with it).
 template <DType T>
 struct DecodeBlock {
-  static constexpr int64_t kCols = T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 ||
-                                           T == DType::IQ4_NL
-                                       ? kQK
-                                       : kQK_K;
+  static constexpr int64_t kCols =
+      T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL ? kQK : kQK_K;
   static void run(const uint8_t* row, int64_t c, float* out) {
     dequantize_row(T, row + c / kCols * dtype_block_bytes(T), out, kCols);
   }
@@ -98,21 +97,29 @@ void axpy_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   }
 }
 
+// The integer kernels' next group: up to kAxpyGroup active rows (nonzero coefficient) from
+// position j on, into rows and coef; returns how many (0 once the list is used up).
+int next_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
+               int64_t& j, const uint8_t** rows, float* coef) {
+  int count = 0;
+  for (; j < nr && count < kAxpyGroup; ++j) {
+    if (a[j] == 0.0f) continue;
+    rows[count] = wb + static_cast<size_t>(idx[j]) * ldw;
+    coef[count++] = a[j];
+  }
+  return count;
+}
+
 // One token, Q4_0, integer sums (see the top of the file and kAxpyGroup).
 void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
                    const float* a, float* y) {
   const int64_t nb = n / kQK;
   int64_t j = 0;
-  while (j < nr) {
+  const uint8_t* group[kAxpyGroup];
+  float coef[kAxpyGroup];
+  while (const int count = next_group(wb, ldw, idx, nr, a, j, group, coef)) {
     const BlockQ4_0* rows[kAxpyGroup];
-    float coef[kAxpyGroup];
-    int count = 0;
-    for (; j < nr && count < kAxpyGroup; ++j) {
-      if (a[j] == 0.0f) continue;
-      rows[count] = reinterpret_cast<const BlockQ4_0*>(wb + static_cast<size_t>(idx[j]) * ldw);
-      coef[count++] = a[j];
-    }
-    if (count == 0) break;
+    for (int r = 0; r < count; ++r) rows[r] = reinterpret_cast<const BlockQ4_0*>(group[r]);
     for (int64_t b = 0; b < nb; ++b) {
       float s[kAxpyGroup];
       float m = 0.0f;
@@ -137,8 +144,54 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
   }
 }
 
-void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
-               const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+// One token of a K-quant in 8-bit integers (kAxpyGroup in generic_kernels.h): per group and per
+// unit of 16 columns, s_j = a_j * (D_j * s_j,h) and, for types with mins, the float sum of
+// a_j * (M_j * m_j,h), with D, s, M, m as block_codes.h reads them. Same accuracy argument as
+// Q4_0, with |q| the block code (K4: the unsigned nibble or 5-bit code; Q6_K: q - 32).
+template <typename Codes>
+void axpy_codes_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
+                    const float* a, float* y) {
+  constexpr int kUnit = kQK / 2;
+  const int64_t nb = n / kQK;
+  int64_t j = 0;
+  const uint8_t* rows[kAxpyGroup];
+  float coef[kAxpyGroup];
+  while (const int count = next_group(wb, ldw, idx, nr, a, j, rows, coef)) {
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockCodes codes[kAxpyGroup];
+      for (int r = 0; r < count; ++r) Codes::get(rows[r], b, codes[r]);
+      for (int h = 0; h < 2; ++h) {
+        float s[kAxpyGroup];
+        float m = 0.0f, mins = 0.0f;
+        for (int r = 0; r < count; ++r) {
+          const BlockCodes& c = codes[r];
+          s[r] = coef[r] * (c.d * static_cast<float>(c.s[h]));
+          m = std::max(m, std::fabs(s[r]));
+          if (Codes::kHasMin) {
+            const float term = coef[r] * (c.mf * static_cast<float>(c.m[h]));
+            mins += term;
+          }
+        }
+        float* yu = y + b * kQK + h * kUnit;
+        if (m >= kAxpyMinScale) {
+          const float inv = 127.0f / m, scale = m / 127.0f;
+          int32_t sum[kUnit] = {};
+          for (int r = 0; r < count; ++r) {
+            const auto t = static_cast<int32_t>(std::nearbyint(s[r] * inv));
+            for (int i = 0; i < kUnit; ++i) sum[i] += t * codes[r].q[h * kUnit + i];
+          }
+          for (int i = 0; i < kUnit; ++i) yu[i] += scale * static_cast<float>(sum[i]);
+        }
+        if (Codes::kHasMin) {
+          for (int i = 0; i < kUnit; ++i) yu[i] += mins;
+        }
+      }
+    }
+  }
+}
+
+void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
+               size_t lda, int64_t nt, float* y, size_t ldy) {
   if (nt == 1) return axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
   axpy_rows<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
@@ -154,17 +207,55 @@ void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, c
   }
 }
 
+// The Codes reading of the K-quants that have an integer one-token axpy.
+template <DType T>
+struct IntCodes;
+template <>
+struct IntCodes<DType::Q4_K> {
+  using type = CodesQ4_K;
+};
+template <>
+struct IntCodes<DType::Q6_K> {
+  using type = CodesQ6_K;
+};
+
 }  // namespace
+
+template <DType T>
+void axpy_block_int(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                    const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt != 1) return axpy_rows<DecodeBlock<T>>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+  axpy_codes_int<typename IntCodes<T>::type>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+}
+template <DType T>
+void axpy_block_int_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                          const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  int64_t begin = 0;
+  for (int64_t p = 0; p < n_parts; ++p) {
+    axpy_codes_int<typename IntCodes<T>::type>(n, static_cast<const uint8_t*>(w), ldw, idx + begin,
+                                               ends[p] - begin, a + begin,
+                                               y + static_cast<size_t>(p) * ldy);
+    begin = ends[p];
+  }
+}
+#define HEARTH_AXPY_INT(T)                                                                      \
+  template void axpy_block_int<DType::T>(int64_t, const void*, size_t, const int32_t*, int64_t, \
+                                         const float*, size_t, int64_t, float*, size_t);        \
+  template void axpy_block_int_parts<DType::T>(int64_t, const void*, size_t, const int32_t*,    \
+                                               const float*, const int64_t*, int64_t, float*,   \
+                                               size_t);
+HEARTH_AXPY_INT(Q4_K)
+HEARTH_AXPY_INT(Q6_K)
+#undef HEARTH_AXPY_INT
 
 template <DType T>
 void axpy_block_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                      const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
   axpy_rows<DecodeBlock<T>>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
-#define HEARTH_AXPY_BLOCK(T)                                                                \
-  template void axpy_block_rows<DType::T>(int64_t, const void*, size_t, const int32_t*,     \
-                                          int64_t, const float*, size_t, int64_t, float*, \
-                                          size_t);
+#define HEARTH_AXPY_BLOCK(T)                                                                     \
+  template void axpy_block_rows<DType::T>(int64_t, const void*, size_t, const int32_t*, int64_t, \
+                                          const float*, size_t, int64_t, float*, size_t);
 HEARTH_AXPY_BLOCK(Q4_1)
 HEARTH_AXPY_BLOCK(Q5_0)
 HEARTH_AXPY_BLOCK(Q5_1)

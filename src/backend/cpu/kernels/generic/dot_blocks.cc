@@ -69,6 +69,10 @@ void set_block_kernels(Kernels& k) {
   k.q4_k = entries<DType::Q4_K, CodesQ4_K>();
   k.q5_k = entries<DType::Q5_K, CodesQ5_K>();
   k.q6_k = entries<DType::Q6_K, CodesQ6_K>();
+  k.q4_k.axpy = axpy_block_int<DType::Q4_K>;
+  k.q4_k.axpy_parts = axpy_block_int_parts<DType::Q4_K>;
+  k.q6_k.axpy = axpy_block_int<DType::Q6_K>;
+  k.q6_k.axpy_parts = axpy_block_int_parts<DType::Q6_K>;
   k.iq4_xs = entries<DType::IQ4_XS, CodesIQ4_XS>();
 }
 

@@ -83,6 +83,15 @@ template <DType T>
 void axpy_block_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                      const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
 
+// The K-quants whose one-token axpy sums in 8-bit integers (Q4_K, Q6_K; kAxpyGroup below): other
+// token counts as axpy_block_rows. The _parts form is one call per part.
+template <DType T>
+void axpy_block_int(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                    const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
+template <DType T>
+void axpy_block_int_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                          const int64_t* ends, int64_t n_parts, float* y, size_t ldy);
+
 // Every entry of the block types of core/quant_blocks.h (Q4_1, Q5_0, Q5_1, IQ4_NL, the K-quants,
 // IQ4_XS) set to the scalar references (dot_blocks.cc, block_codes.h). Vector tables start from
 // these and replace what they implement.
@@ -106,6 +115,10 @@ static inline bool axpy_row_active(const float* a, size_t lda, int64_t nt, int64
 // m < kAxpyMinScale add nothing (their terms are below 2^-92; it keeps 127 / m finite). The
 // grouping depends only on the coefficients, not on the columns, so results do not depend on
 // how callers split the columns. See generic/axpy.cc for the accuracy argument.
+// One-token Q4_K and Q6_K do the same per unit of 16 columns (half a 32-weight block, the finest
+// scale either has), in the integer form of block_codes.h: s_j = a_j * (D_j * s_j,h), then
+// y[c] += S * sum_j t_j * q_{j,c}, and for types with mins y[c] += sum_j a_j * (M_j * m_j,h)
+// (float, in ascending j) after it, whether or not the unit's m reached kAxpyMinScale.
 inline constexpr int kAxpyGroup = 32;
 inline constexpr float kAxpyMinScale = 0x1p-100f;
 
