@@ -9,14 +9,18 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/huge_buffer.h"
 #include "core/quantize.h"
 
 namespace hearth::bench {
 
 // Copies of one random [rows, cols] weight matrix, at least `min_total_bytes` together, so that
 // cycling through them streams from DRAM as decode does (one matrix alone may fit in L3).
+// Copies in transparent-huge-page memory, as the model's weights are held (read into memory, or
+// the copies made at load): with 4 KiB pages every scattered row of a sparse kernel would also
+// pay a TLB miss that decoding does not.
 struct WeightSet {
-  std::vector<std::vector<uint8_t>> copies;
+  std::vector<HugeBuffer> copies;
   size_t matrix_bytes = 0;
 
   WeightSet(DType t, int64_t rows, int64_t cols, size_t min_total_bytes) {
@@ -28,7 +32,9 @@ struct WeightSet {
     std::vector<uint8_t> first(matrix_bytes);
     quantize_rows(t, f.data(), first.data(), rows, cols);
     const size_t n = (min_total_bytes + matrix_bytes - 1) / matrix_bytes;
-    for (size_t i = 0; i < (n < 1 ? 1 : n); ++i) copies.push_back(first);
+    for (size_t i = 0; i < (n < 1 ? 1 : n); ++i) {
+      std::memcpy(copies.emplace_back(matrix_bytes).data(), first.data(), matrix_bytes);
+    }
   }
   const uint8_t* get(size_t i) const { return copies[i % copies.size()].data(); }
 };

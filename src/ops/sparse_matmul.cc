@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
+#include "core/error.h"
 #include "ops/matmul_common.h"
 
 namespace hearth {
@@ -53,8 +53,7 @@ void gather(const char* op, cpu::CpuContext& ctx, DType wtype, const void* w1, c
   matmul_detail::run_split(
       ctx, static_cast<int64_t>(used.size()) * n_idx, n, ldw, ldx,
       [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-        matmul_detail::for_each_piece(used, r0, r1,
-                                      [&](const MatmulPart& p, int64_t b, int64_t e) {
+        matmul_detail::for_each_piece(used, r0, r1, [&](const MatmulPart& p, int64_t b, int64_t e) {
           k.gemm_gather(cols, p.w, ldw, idx + b, e - b, xa + t0 * ldx, ldx, tn,
                         p.y + t0 * n_idx + b, static_cast<size_t>(n_idx));
         });
@@ -166,9 +165,41 @@ void axpy_into_parts(const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw,
   }
 }
 
-void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8_t* wb,
-                  size_t ldw, int64_t cols, const int32_t* idx, int64_t n_idx, const float* a,
-                  int64_t chunks, const int64_t* bounds, float* y) {
+// Splits the chunks into nth contiguous ranges of about equal cost; thread t takes chunks
+// [first[t], first[t + 1]). A row read right after the row before it costs less than a scattered
+// one (the hardware prefetchers follow it, and it shares DRAM pages), so equal chunk counts would
+// give the thread with the hot, dense-packed head of a hot-first model far less to wait for than
+// the one with the scattered tail. Any contiguous split gives the same bits: the partials are
+// added in chunk order whoever computes them.
+void balance_chunks(const int32_t* idx, const float* a, const int64_t* bounds, int64_t chunks,
+                    int nth, int64_t* first) {
+  constexpr int64_t kFollowing = 2, kScattered = 3;  // relative costs of a row
+  int64_t cost[kMaxChunks];
+  int64_t total = 0;
+  int32_t prev = -2;
+  for (int64_t c = 0; c < chunks; ++c) {
+    cost[c] = 0;
+    for (int64_t j = bounds[c]; j < bounds[c + 1]; ++j) {
+      if (a[j] == 0.0f) continue;
+      cost[c] += idx[j] == prev + 1 ? kFollowing : kScattered;
+      prev = idx[j];
+    }
+    total += cost[c];
+  }
+  // Chunk c goes to the thread whose share holds the middle of its cost.
+  first[0] = 0;
+  int t = 1;
+  int64_t before = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    while (t < nth && 2 * before + cost[c] > 2 * total * t / nth) first[t++] = c;
+    before += cost[c];
+  }
+  for (; t <= nth; ++t) first[t] = chunks;
+}
+
+void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw,
+                  int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, int64_t chunks,
+                  const int64_t* bounds, float* y) {
   // [kMaxChunks, cols], always the largest size, so the arena grows once, on the first token.
   auto* part =
       static_cast<float*>(ctx.scratch(static_cast<size_t>(kMaxChunks * cols) * sizeof(float)));
@@ -177,8 +208,12 @@ void axpy_chunked(cpu::CpuContext& ctx, const cpu::WeightKernels& k, const uint8
   // in thread order, so only y moves between cores and a thread that finished early adds its
   // share while the others still compute. (A second pass of the pool summing columns of all
   // partials instead would read half of them across cores.)
-  ctx.pool().run([&](int ith, int nth) {
-    const auto [c0, c1] = cpu::split_range(chunks, ith, nth);
+  constexpr int kMaxThreads = 256;
+  const int nth = std::min(ctx.n_threads(), kMaxThreads);
+  int64_t first[kMaxThreads + 1];
+  balance_chunks(idx, a, bounds, chunks, nth, first);
+  ctx.pool().run([&](int ith, int) {
+    const int64_t c0 = ith < nth ? first[ith] : chunks, c1 = ith < nth ? first[ith + 1] : chunks;
     if (c1 > c0) {
       axpy_into_parts(k, wb, ldw, cols, idx, n_idx, a, bounds, c0, c1, part + c0 * cols);
     }
@@ -204,9 +239,9 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
     }
   }
   // Threads own disjoint output columns, in whole blocks of 32 or of the type's own (so a
-  // quantized row slice starts at a block), and each sums its elements alone in ascending j: no merge, no race, and the same
-  // bits for any thread count. Several tokens reuse each decoded weight vector, which hides the
-  // shorter streams.
+  // quantized row slice starts at a block), and each sums its elements alone in ascending j: no
+  // merge, no race, and the same bits for any thread count. Several tokens reuse each decoded
+  // weight vector, which hides the shorter streams.
   const int64_t block = std::max(kQK, dtype_block_size(wtype));
   const int64_t chunks = (cols + block - 1) / block;
   const int used = std::min<int>(threads_for(ctx, n_idx * static_cast<int64_t>(ldw)),

@@ -501,6 +501,33 @@ TEST(SparseOps, SparseAxpyDoesNotDependOnThreadCount) {
   }
 }
 
+// One token over a long list shaped like a hot-first model's (a run of consecutive rows, then
+// scattered ones): the threads take chunk ranges of equal estimated cost, which then differ in
+// length, and the sum must still be the same bits for every thread count. Q4_0 and the K-quants
+// take the integer kernels, F16 the float one.
+TEST(SparseOps, SparseAxpyOverAHotHeadDoesNotDependOnThreadCount) {
+  for (DType t : {DType::F16, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const int64_t cols = 512, n_idx = 900, rows = 2 * n_idx + 1;
+    const auto w_t = test::random_weights(t, rows, cols, 51);
+    const auto idx = run_then_gaps_idx(n_idx);
+    const auto a = dense_coefficients(n_idx, 52);
+    for (cpu::Isa isa : isas()) {
+      std::vector<float> first;
+      for (int nth = 1; nth <= 4; ++nth) {
+        cpu::CpuContext ctx(nth, isa);
+        std::vector<float> y(static_cast<size_t>(cols), std::nanf(""));
+        sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data(), n_idx, a.data(), 1, y.data());
+        if (first.empty()) {
+          first = y;
+          continue;
+        }
+        ASSERT_EQ(std::memcmp(y.data(), first.data(), y.size() * 4), 0)
+            << cpu::isa_name(isa) << " " << dtype_name(t) << " nth=" << nth;
+      }
+    }
+  }
+}
+
 // Several tokens with lists of their own: each row is sparse_axpy of that token's list alone, bit
 // for bit, for short lists (one pass) and long ones (chunked partial sums), at any thread count.
 TEST(SparseOps, SparseAxpyEachIsOneSparseAxpyPerToken) {
