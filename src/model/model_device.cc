@@ -111,22 +111,10 @@ sparse::Placement solve_or_load(const Model::Impl& m, const DeviceOptions& o,
   return p;
 }
 
-}  // namespace
-
-void place_on_device(Model::Impl& m, const DeviceOptions& o) {
-  std::string kind = o.device;
-  if (kind == "none") return;
-  if (kind == "auto") {
-    if (!backend::cuda_available()) return;
-    kind = "cuda";
-  }
-  if (o.n_seq < 1 || o.n_batch < 1) fail("the device options need n_seq and n_batch >= 1");
-  if (kind == "standin" && !(o.standin_gib > 0.0)) fail("--standin-vram must be positive");
-  auto device = backend::make_device(
-      kind, static_cast<uint64_t>(std::max(0.0, o.standin_gib) * kGiB), o.standin_threads);
-  const backend::MemoryInfo mem = device->memory();
-  const SparseMode mode = placement_mode(o, m);
-
+// The device session's shapes: the context and batches the sessions will use, and the widest
+// predictor.
+backend::DeviceSessionOptions session_options(const Model::Impl& m, const DeviceOptions& o,
+                                              SparseMode mode) {
   backend::DeviceSessionOptions so;
   so.n_ctx = placement_ctx(o, m.config);
   so.n_seq = o.n_seq;
@@ -137,32 +125,39 @@ void place_on_device(Model::Impl& m, const DeviceOptions& o) {
   for (const LayerWeights& l : m.weights.layers) {
     so.predictor_width = std::max(so.predictor_width, l.fc1.rows);
   }
-  const uint64_t scratch = device->session_scratch_bytes(m.config, so) * static_cast<uint64_t>(o.n_seq);
+  return so;
+}
 
-  uint64_t budget = 0;
-  if (o.vram_budget_gib < 0) {
-    budget = mem.free > kSafetyMargin ? mem.free - kSafetyMargin : 0;
-  } else {
-    if (!std::isfinite(o.vram_budget_gib)) fail("--vram-budget must be a number of GiB");
-    budget = static_cast<uint64_t>(o.vram_budget_gib * kGiB);
-    if (budget > mem.free) {
-      fail("--vram-budget ", o.vram_budget_gib, " GiB is more than the ", device->name(),
-           "'s free memory (", gib(mem.free), " of ", gib(mem.total), ")");
+// The bytes the placement may use: --vram-budget, or the free memory less a safety margin.
+uint64_t device_budget(const DeviceOptions& o, const backend::Device& device,
+                       const backend::MemoryInfo& mem) {
+  if (o.vram_budget_gib < 0) return mem.free > kSafetyMargin ? mem.free - kSafetyMargin : 0;
+  if (!std::isfinite(o.vram_budget_gib)) fail("--vram-budget must be a number of GiB");
+  const auto budget = static_cast<uint64_t>(o.vram_budget_gib * kGiB);
+  if (budget > mem.free) {
+    fail("--vram-budget ", o.vram_budget_gib, " GiB is more than the ", device.name(),
+         "'s free memory (", gib(mem.free), " of ", gib(mem.total), ")");
+  }
+  return budget;
+}
+
+// The neurons of [0, n_ff) not in `hot` (ascending): what the host computes.
+std::vector<int32_t> complement(const std::vector<int32_t>& hot, int64_t n_ff) {
+  std::vector<int32_t> cold;
+  size_t h = 0;
+  for (int32_t i = 0; i < static_cast<int32_t>(n_ff); ++i) {
+    if (h < hot.size() && hot[h] == i) {
+      ++h;
+    } else {
+      cold.push_back(i);
     }
   }
-  if (budget <= scratch) {
-    m.placement_note = "device budget " + gib(budget) + " does not even cover the " +
-                       gib(scratch) + " of activation buffers: everything runs on the CPU";
-    return;
-  }
-  const sparse::PlacementRequest request = placement_request(m, o, mode, budget - scratch);
-  std::string cache_note;
-  sparse::Placement p = solve_or_load(m, o, request, cache_note);
-  if (o.disable_gpu_index) {
-    for (sparse::LayerPlacement& l : p.layers) l.hot.clear(), l.predictor = false;
-  }
+  return cold;
+}
 
-  backend::DeviceModel dm;
+// What the device holds per layer under placement p; fills m.cold with the host's neurons.
+// Returns whether the device holds anything.
+bool device_model(Model::Impl& m, const sparse::Placement& p, backend::DeviceModel& dm) {
   dm.config = m.config;
   const sparse::NeuronMajorDown* made = nullptr;
   bool any = false;
@@ -176,25 +171,50 @@ void place_on_device(Model::Impl& m, const DeviceOptions& o) {
     d.weights = &l;
     d.predictor = lp.predictor;
     d.down_t = &l.ffn_down_t;
-    if (!d.hot.empty() && !l.ffn_down_t.present()) {
-      if (!made) made = &m.neuron_major_down();
-      d.down_t = &made->layers[il];
-    }
     if (!d.hot.empty()) {
-      // The host computes the complement.
-      std::vector<int32_t>& cold = m.cold[il];
-      size_t h = 0;
-      for (int32_t i = 0; i < static_cast<int32_t>(m.config.n_ff); ++i) {
-        if (h < d.hot.size() && d.hot[h] == i) {
-          ++h;
-        } else {
-          cold.push_back(i);
-        }
+      if (!l.ffn_down_t.present()) {
+        if (!made) made = &m.neuron_major_down();
+        d.down_t = &made->layers[il];
       }
+      m.cold[il] = complement(d.hot, m.config.n_ff);
     }
     any = any || d.attention || !d.hot.empty();
     dm.layers.push_back(std::move(d));
   }
+  return any;
+}
+
+}  // namespace
+
+void place_on_device(Model::Impl& m, const DeviceOptions& o) {
+  std::string kind = o.device;
+  if (kind == "none") return;
+  if (kind == "auto") {
+    if (!backend::cuda_available()) return;
+    kind = "cuda";
+  }
+  if (o.n_seq < 1 || o.n_batch < 1) fail("the device options need n_seq and n_batch >= 1");
+  if (kind == "standin" && !(o.standin_gib > 0.0)) fail("--standin-vram must be positive");
+  auto device = backend::make_device(
+      kind, static_cast<uint64_t>(std::max(0.0, o.standin_gib) * kGiB), o.standin_threads);
+  const SparseMode mode = placement_mode(o, m);
+  const backend::DeviceSessionOptions so = session_options(m, o, mode);
+  const uint64_t scratch =
+      device->session_scratch_bytes(m.config, so) * static_cast<uint64_t>(o.n_seq);
+  const uint64_t budget = device_budget(o, *device, device->memory());
+  if (budget <= scratch) {
+    m.placement_note = "device budget " + gib(budget) + " does not even cover the " +
+                       gib(scratch) + " of activation buffers: everything runs on the CPU";
+    return;
+  }
+  const sparse::PlacementRequest request = placement_request(m, o, mode, budget - scratch);
+  std::string cache_note;
+  sparse::Placement p = solve_or_load(m, o, request, cache_note);
+  if (o.disable_gpu_index) {
+    for (sparse::LayerPlacement& l : p.layers) l.hot.clear(), l.predictor = false;
+  }
+  backend::DeviceModel dm;
+  const bool any = device_model(m, p, dm);
   m.placement_note = device->name() + ": " + p.note + cache_note;
   if (!any) return;
   device->load(dm);

@@ -232,34 +232,41 @@ std::vector<std::string> ramp_colors(size_t n) {
   return colors;
 }
 
-std::string render(const Chart& c) {
-  const double f = c.font;
-  const double w = c.width, h = c.height;
-  // Legend entries flow in rows above the plot; lay them out first to know how tall they are.
-  const double left = f * 5, right = f * 1.8, bottom = f * 3.2;
-  double top = c.title.empty() ? f : f * 2.2;
-  std::vector<LegendItem> items = legend_items(c);
-  double ramp_y = -1;
-  double lx = left, rows = 0;
-  for (LegendItem& it : items) {
+namespace {
+
+// Where things go on the page: the plot frame (left and top edges, width, height), the legend
+// entries, and the colour ramp's row (ramp_y < 0: none).
+struct Frame {
+  double left = 0, top = 0, pw = 0, ph = 0, ramp_y = -1;
+  std::vector<LegendItem> items;
+};
+
+// Legend entries flow in rows above the plot; they are laid out first to know how tall they are.
+Frame lay_out(const Chart& c) {
+  const double f = c.font, w = c.width, h = c.height;
+  const double right = f * 1.8, bottom = f * 3.2;
+  Frame fr;
+  fr.left = f * 5;
+  fr.top = c.title.empty() ? f : f * 2.2;
+  fr.items = legend_items(c);
+  double lx = fr.left, rows = 0;
+  for (LegendItem& it : fr.items) {
     const double iw = f * 2.2 + text_width(it.label, f * 0.9) + f;
-    if (lx + iw > w - right && lx > left) lx = left, rows += 1;
-    it.x = lx, it.y = top + rows * f * 1.4 + f * 0.5;
+    if (lx + iw > w - right && lx > fr.left) lx = fr.left, rows += 1;
+    it.x = lx, it.y = fr.top + rows * f * 1.4 + f * 0.5;
     lx += iw;
   }
-  if (!items.empty()) top += (rows + 1) * f * 1.4;
-  if (!c.ramp.colors.empty()) ramp_y = top + f * 0.5, top += f * 1.4;
-  top += f * 0.4;
-  const double pw = w - left - right, ph = h - top - bottom;
-  const Scale sx(c.x, left, left + pw), sy(c.y, top + ph, top);
+  if (!fr.items.empty()) fr.top += (rows + 1) * f * 1.4;
+  if (!c.ramp.colors.empty()) fr.ramp_y = fr.top + f * 0.5, fr.top += f * 1.4;
+  fr.top += f * 0.4;
+  fr.pw = w - fr.left - right;
+  fr.ph = h - fr.top - bottom;
+  return fr;
+}
 
-  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + px(w) + " " +
-                    px(h) + "\" font-family=\"sans-serif\" font-size=\"" + fixed(f, 1) +
-                    "\" role=\"img\">";
-  if (!c.title.empty()) {
-    text(out, w / 2, f * 1.4, c.title, "text-anchor=\"middle\" font-weight=\"bold\"");
-  }
-  for (const LegendItem& it : items) {
+void draw_legend(std::string& out, const Chart& c, const Frame& fr) {
+  const double f = c.font;
+  for (const LegendItem& it : fr.items) {
     const std::string dash = it.dashed ? " stroke-dasharray=\"4 3\"" : "";
     if (it.bar) {
       out += "<rect x=\"" + px(it.x) + "\" y=\"" + px(it.y - f * 0.4) + "\" width=\"" +
@@ -270,18 +277,23 @@ std::string render(const Chart& c) {
     }
     text(out, it.x + f * 2.1, it.y + f * 0.32, it.label, "font-size=\"0.9em\"");
   }
-  if (ramp_y >= 0) {
-    text(out, left, ramp_y + f * 0.32, c.ramp.lo_label, "font-size=\"0.9em\"");
-    const double rx = left + text_width(c.ramp.lo_label, f * 0.9) + f * 0.5, rw = f * 10;
-    const double cw = rw / static_cast<double>(c.ramp.colors.size());
-    for (size_t i = 0; i < c.ramp.colors.size(); ++i) {
-      out += "<rect x=\"" + px(rx + cw * i) + "\" y=\"" + px(ramp_y - f * 0.4) + "\" width=\"" +
-             px(cw + 0.3) + "\" height=\"" + px(f * 0.8) + "\" fill=\"" + c.ramp.colors[i] + "\"/>";
-    }
-    text(out, rx + rw + f * 0.5, ramp_y + f * 0.32, c.ramp.hi_label, "font-size=\"0.9em\"");
+  if (fr.ramp_y < 0) return;
+  const double y = fr.ramp_y;
+  text(out, fr.left, y + f * 0.32, c.ramp.lo_label, "font-size=\"0.9em\"");
+  const double rx = fr.left + text_width(c.ramp.lo_label, f * 0.9) + f * 0.5, rw = f * 10;
+  const double cw = rw / static_cast<double>(c.ramp.colors.size());
+  for (size_t i = 0; i < c.ramp.colors.size(); ++i) {
+    out += "<rect x=\"" + px(rx + cw * i) + "\" y=\"" + px(y - f * 0.4) + "\" width=\"" +
+           px(cw + 0.3) + "\" height=\"" + px(f * 0.8) + "\" fill=\"" + c.ramp.colors[i] + "\"/>";
   }
+  text(out, rx + rw + f * 0.5, y + f * 0.32, c.ramp.hi_label, "font-size=\"0.9em\"");
+}
 
-  // Grid and ticks.
+// Grid, ticks, frame and axis labels.
+void draw_axes(std::string& out, const Chart& c, const Frame& fr, const Scale& sx,
+               const Scale& sy) {
+  const double f = c.font;
+  const double left = fr.left, top = fr.top, pw = fr.pw, ph = fr.ph;
   const std::vector<double> xt = choose_ticks(c.x), yt = choose_ticks(c.y);
   const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
   for (double v : yt) {
@@ -296,12 +308,48 @@ std::string render(const Chart& c) {
   }
   out += "<rect x=\"" + px(left) + "\" y=\"" + px(top) + "\" width=\"" + px(pw) + "\" height=\"" +
          px(ph) + "\" fill=\"none\" stroke=\"#bbb\"/>";
-  text(out, left + pw / 2, h - f * 0.5, c.x.label, "text-anchor=\"middle\"");
+  text(out, left + pw / 2, c.height - f * 0.5, c.x.label, "text-anchor=\"middle\"");
   const std::string ly = px(top + ph / 2);
   out += "<text x=\"" + px(f * 1.1) + "\" y=\"" + ly +
          "\" text-anchor=\"middle\" transform=\"rotate(-90 " + px(f * 1.1) + " " + ly + ")\">" +
          escape(c.y.label) + "</text>";
+}
 
+void draw_refs(std::string& out, const Chart& c, const Frame& fr, const Scale& sx,
+               const Scale& sy) {
+  const double f = c.font;
+  for (const RefLine& r : c.refs) {
+    const std::string attrs = "stroke=\"" + r.color + "\" stroke-width=\"1.3\"" +
+                              (r.dashed ? " stroke-dasharray=\"6 4\"" : "");
+    const std::string label = r.in_legend ? "" : r.label;
+    if (r.vertical) {
+      const double x = sx(r.at);
+      line(out, x, fr.top, x, fr.top + fr.ph, attrs);
+      text(out, x + f * 0.3, fr.top + f * 1.0, label,
+           ("font-size=\"0.9em\" fill=\"" + r.color + "\"").c_str());
+    } else {
+      // Above the line, unless that would run into the frame.
+      const double y = sy(r.at), ty = y - fr.top < f * 1.2 ? y + f * 1.0 : y - f * 0.3;
+      line(out, fr.left, y, fr.left + fr.pw, y, attrs);
+      text(out, fr.left + fr.pw - f * 0.3, ty, label,
+           ("text-anchor=\"end\" font-size=\"0.9em\" fill=\"" + r.color + "\"").c_str());
+    }
+  }
+}
+
+}  // namespace
+
+std::string render(const Chart& c) {
+  const Frame fr = lay_out(c);
+  const Scale sx(c.x, fr.left, fr.left + fr.pw), sy(c.y, fr.top + fr.ph, fr.top);
+  std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + px(c.width) +
+                    " " + px(c.height) + "\" font-family=\"sans-serif\" font-size=\"" +
+                    fixed(c.font, 1) + "\" role=\"img\">";
+  if (!c.title.empty()) {
+    text(out, c.width / 2, c.font * 1.4, c.title, "text-anchor=\"middle\" font-weight=\"bold\"");
+  }
+  draw_legend(out, c, fr);
+  draw_axes(out, c, fr, sx, sy);
   const int n_bars = static_cast<int>(std::count_if(
       c.series.begin(), c.series.end(), [](const Series& s) { return s.style == Style::Bars; }));
   const double base_y = sy(c.y.log ? c.y.lo : std::max(c.y.lo, 0.0));
@@ -310,23 +358,7 @@ std::string render(const Chart& c) {
     draw_series(out, s, sx, sy, base_y, bar_index, n_bars);
     if (s.style == Style::Bars) ++bar_index;
   }
-  for (const RefLine& r : c.refs) {
-    const std::string attrs = "stroke=\"" + r.color + "\" stroke-width=\"1.3\"" +
-                              (r.dashed ? " stroke-dasharray=\"6 4\"" : "");
-    const std::string label = r.in_legend ? "" : r.label;
-    if (r.vertical) {
-      const double x = sx(r.at);
-      line(out, x, top, x, top + ph, attrs);
-      text(out, x + f * 0.3, top + f * 1.0, label,
-           ("font-size=\"0.9em\" fill=\"" + r.color + "\"").c_str());
-    } else {
-      // Above the line, unless that would run into the frame.
-      const double y = sy(r.at), ty = y - top < f * 1.2 ? y + f * 1.0 : y - f * 0.3;
-      line(out, left, y, left + pw, y, attrs);
-      text(out, left + pw - f * 0.3, ty, label,
-           ("text-anchor=\"end\" font-size=\"0.9em\" fill=\"" + r.color + "\"").c_str());
-    }
-  }
+  draw_refs(out, c, fr, sx, sy);
   out += "</svg>";
   return out;
 }
