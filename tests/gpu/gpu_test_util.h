@@ -38,6 +38,9 @@ inline void expect_all_near(const std::vector<float>& got, const std::vector<flo
   }
 }
 
+// The block-quantized weight types, whose host kernels quantize activations to Q8_0.
+inline bool quantized(DType t) { return t == DType::Q8_0 || t == DType::Q4_0; }
+
 // max |got - want| <= rel · max |want|: for results that went through several rounded steps
 // (a whole attention block, an FFN), where element-wise bounds are not worth deriving.
 inline void expect_close_to_max(const std::vector<float>& got, const std::vector<float>& want,

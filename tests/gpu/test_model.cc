@@ -84,9 +84,26 @@ GpuSession open_gpu_session(const backend::DeviceModel& model,
   return g;
 }
 
-HostAttention::HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, KvType kv_type)
+HostAttention::HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, KvType kv_type,
+                             bool exact_weights)
     : model_(model), ctx_(1, cpu::Isa::Scalar), n_seq_(n_seq) {
   const ModelConfig& c = model.config();
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& l = model.layer(il);
+    for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) {
+      if (!exact_weights || (w->type != DType::Q8_0 && w->type != DType::Q4_0)) {
+        projections_.push_back(*w);
+        continue;
+      }
+      std::vector<float>& f = decoded_.emplace_back(static_cast<size_t>(w->rows * w->cols));
+      const auto* src = static_cast<const uint8_t*>(w->data);
+      for (int64_t r = 0; r < w->rows; ++r) {
+        dequantize_row(w->type, src + r * row_bytes(w->type, w->cols), f.data() + r * w->cols,
+                       w->cols);
+      }
+      projections_.push_back(Matrix{DType::F32, f.data(), w->rows, w->cols});
+    }
+  }
   params_.n_head = static_cast<int>(c.n_head);
   params_.n_head_kv = static_cast<int>(c.n_head_kv);
   params_.head_dim = static_cast<int>(c.head_dim);
@@ -111,21 +128,25 @@ HostAttention::HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, K
   workspace_.resize(attention_workspace_bytes(params_, 1) / sizeof(CacheLine) + 1);
 }
 
+const Matrix& HostAttention::projection(int64_t il, int which) const {
+  return projections_[static_cast<size_t>(il * 4 + which)];
+}
+
 void HostAttention::run(int64_t il, int seq, float* x, int64_t n, int64_t pos0) {
   const ModelConfig& c = model_.config();
   const LayerWeights& l = model_.layer(il);
   const size_t cache = static_cast<size_t>(il * n_seq_ + seq);
   rms_norm_rows(ctx_, x, l.attn_norm, c.norm_eps, n, c.n_embd, xn_.data());
-  linear(ctx_, l.wq, xn_.data(), n, q_.data());
-  linear(ctx_, l.wk, xn_.data(), n, k_.data());
-  linear(ctx_, l.wv, xn_.data(), n, v_.data());
+  linear(ctx_, projection(il, 0), xn_.data(), n, q_.data());
+  linear(ctx_, projection(il, 1), xn_.data(), n, k_.data());
+  linear(ctx_, projection(il, 2), xn_.data(), n, v_.data());
   rope_.apply(q_.data(), n, params_.n_head, params_.head_dim, pos0);
   rope_.apply(k_.data(), n, params_.n_head_kv, params_.head_dim, pos0);
   kv_store(ctx_.isa(), params_, k_.data(), 0, pos0, n, k_cache_[cache].data());
   kv_store(ctx_.isa(), params_, v_.data(), 0, pos0, n, v_cache_[cache].data());
   attention(ctx_, params_, q_.data(), k_cache_[cache].data(), v_cache_[cache].data(), pos0, n,
             att_.data(), workspace_.data());
-  linear(ctx_, l.wo, att_.data(), n, out_.data());
+  linear(ctx_, projection(il, 3), att_.data(), n, out_.data());
   vec_add(ctx_.isa(), x, out_.data(), n * c.n_embd);
 }
 

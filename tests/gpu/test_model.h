@@ -65,15 +65,23 @@ GpuSession open_gpu_session(const backend::DeviceModel& model,
                             const backend::DeviceSessionOptions& options);
 
 // The attention block of forward_llama.cc on the host (scalar kernels): per layer and sequence
-// its own KV cache.
+// its own KV cache. With `exact_weights`, quantized projections are decoded to F32 first, so that
+// activations are never quantized: the device's own arithmetic (it decodes weights exactly and
+// multiplies float activations) rather than the host's Q8_0 activation scheme.
 class HostAttention {
  public:
-  HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, KvType kv_type);
+  HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, KvType kv_type,
+                bool exact_weights = false);
   // x[n, n_embd] += wo · attention(rope(wq · rms_norm(x)), cache of (il, seq)) at pos0 ..
   void run(int64_t il, int seq, float* x, int64_t n, int64_t pos0);
 
  private:
+  // wq, wk, wv, wo of layer il as run() multiplies them.
+  const Matrix& projection(int64_t il, int which) const;
+
   const TestModel& model_;
+  std::vector<std::vector<float>> decoded_;  // F32 copies of quantized projections
+  std::vector<Matrix> projections_;          // [n_layer * 4]: wq, wk, wv, wo
   cpu::CpuContext ctx_;
   AttentionParams params_;
   RopeTable rope_;

@@ -142,8 +142,9 @@ void count_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const FfnCo
     case SparseMode::Threshold: {
       const bool two = two_stage(r);
       stats.neurons_active += two ? c.pairs_down : c.pairs;
-      stats.weight_bytes += (l.gate.present() ? l.gate : l.up).bytes() +
-                            rows_bytes(l.up, c.k_union) +
+      // Without a gate, up was read in full to decide: its rows are not read again.
+      stats.weight_bytes += (l.gate.present() ? l.gate.bytes() + rows_bytes(l.up, c.k_union)
+                                              : l.up.bytes()) +
                             rows_bytes(l.down_t, two ? c.k_down : c.k_union);
       break;
     }
