@@ -42,6 +42,7 @@ struct BlockRecipe {
   bool norm_bias = false;          // every norm has a .bias (LayerNorm models)
   bool fused_qkv = false;          // one attn_qkv: all Q rows, then K, then V
   bool qkv_bias = false;           // attn_q/k/v.bias (or attn_qkv.bias)
+  bool qk_norm = false;            // attn_q_norm / attn_k_norm: RMSNorm of every head's q and k
   bool fused_gate_up = false;      // ffn_up holds the gate's rows, then up's (phi3)
   bool out_bias = false;           // attn_output.bias
   bool ffn_bias = false;           // ffn_up.bias and ffn_down.bias (ffn_down_t.bias)
@@ -71,7 +72,7 @@ struct ModelConfig {
   int64_t n_ff = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t head_dim = 0;  // n_embd / n_head
+  int64_t head_dim = 0;  // {arch}.attention.key_length, else n_embd / n_head
   int64_t n_rot = 0;     // rotary dimensions per head (<= head_dim)
   int64_t n_ctx_train = 0;  // opt: the positions it has learned embeddings for
   NormType norm = NormType::Rms;

@@ -46,6 +46,8 @@ struct LayerWeights {
   const float* bk = nullptr;         // [n_head_kv * head_dim]
   const float* bv = nullptr;         // [n_head_kv * head_dim]
   const float* bo = nullptr;         // [n_embd]
+  const float* attn_q_norm = nullptr;  // [head_dim] BlockRecipe::qk_norm: shared by every q head
+  const float* attn_k_norm = nullptr;  // [head_dim] and every k head
   const float* ffn_norm = nullptr;   // [n_embd]
   const float* ffn_norm_b = nullptr; // [n_embd]
   // A fused projection (BlockRecipe::fused_gate_up): the gate's rows, then up's. ffn_gate and

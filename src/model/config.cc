@@ -30,14 +30,16 @@ struct ArchTraits {
 // NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
 // Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
-// every projection, learned absolute positions.
+// every projection, learned absolute positions. Qwen3: the Llama block with an RMSNorm of every
+// head's q and k before RoPE, NeoX RoPE, and heads wider than n_embd / n_head in some sizes.
 constexpr BlockRecipe kLlamaBlock{};
 constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
 constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias = true,
                                 .ffn_bias = true, .learned_positions = true, .pos_offset = 2};
 constexpr BlockRecipe kQwen2Block{.qkv_bias = true};
 constexpr BlockRecipe kPhi3Block{.fused_qkv = true, .fused_gate_up = true};
-constexpr std::array<ArchTraits, 6> kArchs = {{
+constexpr BlockRecipe kQwen3Block{.qk_norm = true};
+constexpr std::array<ArchTraits, 7> kArchs = {{
     {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
      2048, kLlamaBlock},
     {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
@@ -50,6 +52,8 @@ constexpr std::array<ArchTraits, 6> kArchs = {{
      kQwen2Block},
     {"phi3", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false, 4096,
      kPhi3Block},
+    {"qwen3", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false,
+     40960, kQwen3Block},
 }};
 
 const ArchTraits* find_arch(std::string_view name) {
@@ -190,6 +194,24 @@ void read_rope_scaling(const gguf::GgufFile& file, const KeyReader& keys, ModelC
   }
 }
 
+// A head's width: attention.key_length where the file has it (Qwen3 and others make heads wider
+// or narrower than n_embd / n_head), else n_embd / n_head. Hearth's attention gives keys and
+// values one width.
+int64_t read_head_dim(const gguf::GgufFile& file, const KeyReader& keys, const ModelConfig& c) {
+  const int64_t fallback = c.n_embd % c.n_head == 0 ? c.n_embd / c.n_head : 0;
+  const int64_t head_dim = keys.optional_int("attention.key_length", fallback, 0, 4096);
+  if (head_dim == 0) {
+    fail(file.path(), ": embedding_length ", c.n_embd, " is not divisible by head_count ", c.n_head,
+         " and the file has no ", c.arch, ".attention.key_length");
+  }
+  const int64_t value_length = keys.optional_int("attention.value_length", head_dim, 1, 4096);
+  if (value_length != head_dim) {
+    fail(file.path(), ": ", c.arch, ".attention.value_length ", value_length, " differs from key_length ",
+         head_dim, ", which Hearth does not support");
+  }
+  return head_dim;
+}
+
 }  // namespace
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
@@ -220,13 +242,10 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.n_head = keys.required_int("attention.head_count", 1, c.n_embd);
   c.n_head_kv = keys.optional_int("attention.head_count_kv", c.n_head, 1, c.n_head);
   c.n_ctx_train = keys.optional_int("context_length", traits->n_ctx_train, 1, int64_t{1} << 24);
-  if (c.n_embd % c.n_head != 0) {
-    fail(file.path(), ": embedding_length ", c.n_embd, " is not divisible by head_count ", c.n_head);
-  }
   if (c.n_head % c.n_head_kv != 0) {
     fail(file.path(), ": head_count ", c.n_head, " is not divisible by head_count_kv ", c.n_head_kv);
   }
-  c.head_dim = c.n_embd / c.n_head;
+  c.head_dim = read_head_dim(file, keys, c);
   c.n_rot = keys.optional_int("rope.dimension_count", c.head_dim, 2, c.head_dim);
   if (c.n_rot % 2 != 0) fail(file.path(), ": rope.dimension_count ", c.n_rot, " is odd");
   c.norm = traits->norm;

@@ -34,11 +34,11 @@ int32_t placement_ctx(const DeviceOptions& o, const ModelConfig& c) {
   return o.n_ctx > 0 ? o.n_ctx : static_cast<int32_t>(default_context(c));
 }
 
-// The devices' attention takes the sequential RMSNorm block without biases, learned positions or
-// a sliding window (llama, bamboo); other blocks keep attention on the host.
+// The devices' attention takes the sequential RMSNorm block without biases, per-head q/k norms,
+// learned positions or a sliding window (llama, bamboo); other blocks keep attention on the host.
 bool device_takes_attention(const ModelConfig& c) {
   const BlockRecipe& b = c.block;
-  return !b.parallel && c.norm == NormType::Rms && !b.qkv_bias && !b.out_bias &&
+  return !b.parallel && c.norm == NormType::Rms && !b.qkv_bias && !b.qk_norm && !b.out_bias &&
          !b.learned_positions && c.n_swa == 0;
 }
 

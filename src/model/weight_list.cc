@@ -45,6 +45,10 @@ void visit_attention(const ModelConfig& c, const std::string& p, LayerWeights& l
       if (b.qkv_bias) visit({p + part.name + ".bias", part.rows, 1, true, nullptr, part.bias});
     }
   }
+  if (b.qk_norm) {
+    visit({p + "attn_q_norm.weight", c.head_dim, 1, true, nullptr, &l.attn_q_norm});
+    visit({p + "attn_k_norm.weight", c.head_dim, 1, true, nullptr, &l.attn_k_norm});
+  }
   visit({p + "attn_output.weight", q_dim, c.n_embd, true, &l.wo, nullptr});
   if (b.out_bias) visit({p + "attn_output.bias", c.n_embd, 1, true, nullptr, &l.bo});
 }

@@ -1,4 +1,4 @@
-// Tiny falcon, opt, qwen2 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
+// Tiny falcon, opt, qwen2, qwen3 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
 // rows allow), written as GGUF files (plain or PowerInfer's PWRI layout), and a reference forward
 // pass that transcribes each architecture as plain loops in double precision.
 #pragma once
@@ -47,6 +47,7 @@ struct TinyModel {
   std::string act;      // hearth.ffn_activation when not empty
   std::string layout;   // falcon.tensor_data_layout when not empty
   int64_t window = 0;   // {arch}.attention.sliding_window when not 0
+  int64_t head_dim = kHeadDim;  // {arch}.attention.key_length when not kHeadDim
   // More metadata: {arch}.KEY = value (integers, floats and strings).
   std::map<std::string, uint32_t> u32_keys;
   std::map<std::string, float> f32_keys;
@@ -55,7 +56,8 @@ struct TinyModel {
   std::map<std::string, Tensor> tensors;
   std::mt19937 rng{7};
 
-  int64_t kv_dim() const { return n_head_kv * kHeadDim; }
+  int64_t q_dim() const { return kHead * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
 
   std::vector<float> random(size_t n, float scale, float offset = 0.0f) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -78,7 +80,7 @@ struct TinyModel {
     add(name + ".bias", {kEmbd}, 0.1f);
   }
   void add_rms_norm(const std::string& name) { add(name + ".weight", {kEmbd}, 0.1f, 1.0f); }
-  bool rms() const { return arch == "qwen2" || arch == "phi3"; }
+  bool rms() const { return arch == "qwen2" || arch == "qwen3" || arch == "phi3"; }
   // ffn_down {n_ff, n_embd}, or PowerInfer's transposed ffn_down_t {n_embd, n_ff}.
   void add_down(const std::string& name, bool transposed) {
     add(name + ".weight", transposed ? std::vector<int64_t>{kEmbd, kFf} : std::vector<int64_t>{kFf, kEmbd},
@@ -138,6 +140,7 @@ struct TinyModel {
     w.set_f32(a + (rms() ? "attention.layer_norm_rms_epsilon" : "attention.layer_norm_epsilon"),
               kEps);
     if (window) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(window));
+    if (head_dim != kHeadDim) w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
     if (!act.empty()) w.set_string("hearth.ffn_activation", act);
     for (const auto& [key, v] : u32_keys) w.set_u32(a + key, v);
@@ -244,6 +247,33 @@ inline TinyModel make_qwen2() {
   return m;
 }
 
+// Qwen3: no q/k/v biases, an RMSNorm of every head's q and k before NeoX RoPE, and (as
+// Qwen3-0.6B) heads wider than n_embd / n_head: q_dim 128 against n_embd 64.
+inline TinyModel make_qwen3() {
+  TinyModel m;
+  m.arch = "qwen3";
+  m.n_head_kv = 2;
+  m.head_dim = 2 * kHeadDim;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  for (int64_t il = 0; il < kLayers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    m.add_rms_norm(p + "attn_norm");
+    m.add_linear(p + "attn_q.weight", kEmbd, m.q_dim(), 3.0f);
+    m.add_linear(p + "attn_k.weight", kEmbd, m.kv_dim(), 3.0f);
+    m.add_linear(p + "attn_v.weight", kEmbd, m.kv_dim(), 3.0f);
+    m.add(p + "attn_q_norm.weight", {m.head_dim}, 0.5f, 1.0f);
+    m.add(p + "attn_k_norm.weight", {m.head_dim}, 0.5f, 1.0f);
+    m.add_linear(p + "attn_output.weight", m.q_dim(), kEmbd);
+    m.add_rms_norm(p + "ffn_norm");
+    m.add_linear(p + "ffn_gate.weight", kEmbd, kFf, 2.0f);
+    m.add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
+    m.add_down(p + "ffn_down", false);
+  }
+  return m;
+}
+
 // Phi-3: fused QKV and fused gate|up (gate rows first), NeoX RoPE, a sliding window.
 inline TinyModel make_phi3(int64_t window) {
   TinyModel m;
@@ -309,6 +339,16 @@ inline Vec rms_norm(const Vec& x, const TinyModel& m, const std::string& name) {
   return y;
 }
 
+// RMSNorm of every head_dim-wide slice of x with one shared weight (Qwen3's q and k norms).
+inline void rms_norm_heads(Vec& x, const Tensor& w, int64_t head_dim) {
+  for (size_t h = 0; h + size_t(head_dim) <= x.size(); h += size_t(head_dim)) {
+    double ss = 0.0;
+    for (int64_t d = 0; d < head_dim; ++d) ss += x[h + d] * x[h + d];
+    const double scale = 1.0 / std::sqrt(ss / double(head_dim) + kEps);
+    for (int64_t d = 0; d < head_dim; ++d) x[h + d] *= scale * w.data[d];
+  }
+}
+
 inline Vec row(const Tensor& t, int64_t r) {
   return Vec(t.data.begin() + r * t.ne[0], t.data.begin() + (r + 1) * t.ne[0]);
 }
@@ -328,12 +368,13 @@ struct RopeScaling {
 };
 
 // NeoX rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2).
-inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& rs = {}) {
-  const int64_t half = kHeadDim / 2;
+inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& rs = {},
+                      int64_t head_dim = kHeadDim) {
+  const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
-    double* v = x.data() + h * kHeadDim;
+    double* v = x.data() + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
-      double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(kHeadDim));
+      double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(head_dim));
       if (rs.divisors) theta /= (*rs.divisors)[static_cast<size_t>(i)];
       const double c = rs.mscale * std::cos(theta), s = rs.mscale * std::sin(theta);
       const double x0 = v[i], x1 = v[i + half];
@@ -396,7 +437,7 @@ class Reference {
   }
 
  private:
-  // Qwen2 and Phi-3: RMSNorm, attention then a gated SiLU FFN (the caller's activation).
+  // Qwen2, Qwen3 and Phi-3: RMSNorm, attention then a gated SiLU FFN (the caller's activation).
   void llama_like_layer(int64_t il, const std::string& p, int64_t pos, Vec& x) {
     const Vec h = rms_norm(x, m_, p + "attn_norm");
     Vec q, k, v;
@@ -409,12 +450,14 @@ class Reference {
       q = linear(m_.at(p + "attn_q.weight"), h);
       k = linear(m_.at(p + "attn_k.weight"), h);
       v = linear(m_.at(p + "attn_v.weight"), h);
-      add(q, m_.at(p + "attn_q.bias"));
-      add(k, m_.at(p + "attn_k.bias"));
-      add(v, m_.at(p + "attn_v.bias"));
+      if (const Tensor* b = m_.find(p + "attn_q.bias")) add(q, *b);
+      if (const Tensor* b = m_.find(p + "attn_k.bias")) add(k, *b);
+      if (const Tensor* b = m_.find(p + "attn_v.bias")) add(v, *b);
     }
-    rope_neox(q, kHead, pos, rope_);
-    rope_neox(k, m_.n_head_kv, pos, rope_);
+    if (const Tensor* w = m_.find(p + "attn_q_norm.weight")) rms_norm_heads(q, *w, m_.head_dim);
+    if (const Tensor* w = m_.find(p + "attn_k_norm.weight")) rms_norm_heads(k, *w, m_.head_dim);
+    rope_neox(q, kHead, pos, rope_, m_.head_dim);
+    rope_neox(k, m_.n_head_kv, pos, rope_, m_.head_dim);
     add(x, linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v)));
     const Vec f = rms_norm(x, m_, p + "ffn_norm");
     Vec g, u;
@@ -437,22 +480,23 @@ class Reference {
     const size_t n = k_[il].size();
     // A sliding window shows each query its last `window` positions only.
     const size_t lo = m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
-    Vec out(kEmbd, 0.0);
+    const int64_t hd = m_.head_dim;
+    Vec out(size_t(m_.q_dim()), 0.0);
     for (int64_t h = 0; h < kHead; ++h) {
       const int64_t kvh = h / group;
       Vec s(n, 0.0);
       double max = -1e300;
       for (size_t j = lo; j < n; ++j) {
         double dot = 0.0;
-        for (int64_t d = 0; d < kHeadDim; ++d) dot += q[h * kHeadDim + d] * k_[il][j][kvh * kHeadDim + d];
-        s[j] = dot / std::sqrt(double(kHeadDim));
+        for (int64_t d = 0; d < hd; ++d) dot += q[h * hd + d] * k_[il][j][kvh * hd + d];
+        s[j] = dot / std::sqrt(double(hd));
         max = std::max(max, s[j]);
       }
       double sum = 0.0;
       for (size_t j = lo; j < n; ++j) sum += (s[j] = std::exp(s[j] - max));
       for (size_t j = lo; j < n; ++j) {
-        for (int64_t d = 0; d < kHeadDim; ++d) {
-          out[h * kHeadDim + d] += s[j] / sum * v_[il][j][kvh * kHeadDim + d];
+        for (int64_t d = 0; d < hd; ++d) {
+          out[h * hd + d] += s[j] / sum * v_[il][j][kvh * hd + d];
         }
       }
     }

@@ -152,6 +152,38 @@ TEST(Qwen2, MatchesReference) {
   expect_matches_reference(m, "silu", m.write("qwen2.gguf"), SparseMode::Oracle);
 }
 
+TEST(Qwen3, MatchesReferenceWithHeadNormsAndWideHeads) {
+  const TinyModel m = make_qwen3();
+  const std::string path = m.write("qwen3.gguf");
+  const auto model = Model::load(path);
+  EXPECT_EQ(model->config().head_dim, 2 * kHeadDim);
+  EXPECT_EQ(model->config().n_rot, 2 * kHeadDim);
+  EXPECT_EQ(model->config().rope_type, RopeType::Neox);
+  EXPECT_TRUE(model->config().block.qk_norm);
+  EXPECT_FALSE(model->config().block.qkv_bias);
+  expect_matches_reference(m, "silu", path);
+  expect_matches_reference(m, "silu", path, SparseMode::Oracle);
+  TinyModel q8 = make_qwen3();
+  q8.quantize(DType::Q8_0);
+  ASSERT_EQ(q8.at("blk.0.attn_output.weight").type, DType::Q8_0);
+  expect_matches_reference(q8, "silu", q8.write("qwen3-q8.gguf"), SparseMode::Dense, 3e-2);
+}
+
+TEST(Qwen3, HeadWidthKeysAreChecked) {
+  TinyModel m = make_qwen3();
+  m.u32_keys["attention.value_length"] = 16;
+  EXPECT_NE(load_error(m.write("qwen3-vlen.gguf")).find("value_length 16 differs from key_length 32"),
+            std::string::npos);
+  TinyModel no_norm = make_qwen3();
+  no_norm.drop("blk.1.attn_k_norm.weight");
+  EXPECT_NE(load_error(no_norm.write("qwen3-nonorm.gguf")).find("missing tensor 'blk.1.attn_k_norm.weight'"),
+            std::string::npos);
+  TinyModel narrow = make_qwen3();
+  narrow.head_dim = kHeadDim;  // the file's q is still 128 wide: its shape no longer matches
+  EXPECT_NE(load_error(narrow.write("qwen3-narrow.gguf")).find("blk.0.attn_q.weight"),
+            std::string::npos);
+}
+
 TEST(Phi3, MatchesReferenceWithSlidingWindow) {
   // A window of 3 over a 7-token prompt: the later tokens see only their last three positions.
   const TinyModel m = make_phi3(3);
@@ -348,7 +380,7 @@ TEST(ArchSparse, OracleOnPlainGgufFilesEqualsDense) {
 // Qwen2 and Phi-3 take the sparse path as llama does: ReLU versions calibrate predictors with
 // the same call as any model and run in every mode, on the host and split with the stand-in
 // device; SwiGLU versions calibrate FFN thresholds, whose decode steps give a whole prompt's bits.
-TEST(ArchSparse, Qwen2AndPhi3CalibrateAndRunInEveryMode) {
+TEST(ArchSparse, Qwen2Qwen3AndPhi3CalibrateAndRunInEveryMode) {
   calib::CalibrateOptions co;
   co.text = test::random_words(6000, 1);
   co.heldout_text = test::random_words(1500, 2);
@@ -356,7 +388,7 @@ TEST(ArchSparse, Qwen2AndPhi3CalibrateAndRunInEveryMode) {
   co.ranks = {16};
   co.epochs = 4;
   co.n_threads = 2;
-  for (TinyModel m : {make_qwen2(), make_phi3(0)}) {
+  for (TinyModel m : {make_qwen2(), make_qwen3(), make_phi3(0)}) {
     SCOPED_TRACE(m.arch);
     m.act = "relu";
     const std::string path = m.write(m.arch + "-relu.gguf");
@@ -387,7 +419,7 @@ TEST(ArchSparse, Qwen2AndPhi3CalibrateAndRunInEveryMode) {
     EXPECT_GT(pred.stats.neurons_total, 0u);
     EXPECT_LT(pred.stats.neurons_active, pred.stats.neurons_total);
   }
-  for (TinyModel m : {make_qwen2(), make_phi3(0)}) {
+  for (TinyModel m : {make_qwen2(), make_qwen3(), make_phi3(0)}) {
     SCOPED_TRACE(m.arch + " thresholds");
     const auto model = Model::load(m.write(m.arch + "-silu.gguf"));
     calib::CalibrateOptions to = co;
