@@ -80,6 +80,16 @@ struct TinyModel {
     add(name + ".bias", {kEmbd}, 0.1f);
   }
   void add_rms_norm(const std::string& name) { add(name + ".weight", {kEmbd}, 0.1f, 1.0f); }
+  // The token embeddings, the final norm (RMS or Layer) and a separate output matrix.
+  void add_ends(bool rms_norm) {
+    add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+    if (rms_norm) {
+      add_rms_norm("output_norm");
+    } else {
+      add_norm("output_norm");
+    }
+    add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  }
   bool rms() const { return arch == "qwen2" || arch == "qwen3" || arch == "phi3"; }
   // ffn_down {n_ff, n_embd}, or PowerInfer's transposed ffn_down_t {n_embd, n_ff}.
   void add_down(const std::string& name, bool transposed) {
@@ -178,9 +188,7 @@ inline TinyModel make_falcon(bool pwri, bool norm_2, int64_t n_head_kv) {
   m.norm_2 = norm_2;
   m.n_head_kv = n_head_kv;
   m.layout = "jploski";
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_norm("output_norm");
-  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  m.add_ends(false);
   for (int64_t il = 0; il < kLayers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     m.add_norm(p + "attn_norm");
@@ -227,9 +235,7 @@ inline TinyModel make_qwen2() {
   TinyModel m;
   m.arch = "qwen2";
   m.n_head_kv = 2;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  m.add_ends(true);
   for (int64_t il = 0; il < kLayers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     m.add_rms_norm(p + "attn_norm");
@@ -254,9 +260,7 @@ inline TinyModel make_qwen3() {
   m.arch = "qwen3";
   m.n_head_kv = 2;
   m.head_dim = 2 * kHeadDim;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  m.add_ends(true);
   for (int64_t il = 0; il < kLayers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     m.add_rms_norm(p + "attn_norm");
@@ -279,9 +283,7 @@ inline TinyModel make_phi3(int64_t window) {
   TinyModel m;
   m.arch = "phi3";
   m.window = window;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  m.add_linear("output.weight", kEmbd, kVocab, 2.0f);
+  m.add_ends(true);
   for (int64_t il = 0; il < kLayers; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     m.add_rms_norm(p + "attn_norm");
