@@ -46,6 +46,8 @@ struct BlockRecipe {
   bool fused_gate_up = false;      // ffn_up holds the gate's rows, then up's (phi3)
   bool out_bias = false;           // attn_output.bias
   bool ffn_bias = false;           // ffn_up.bias and ffn_down.bias (ffn_down_t.bias)
+  bool post_norms = false;         // post_attention_norm / post_ffw_norm on each half's output
+  bool scaled_embd = false;        // token embeddings times sqrt(n_embd) (gemma)
   bool learned_positions = false;  // position_embd added to the embeddings (no RoPE)
   int64_t pos_offset = 0;          // position p reads row p + pos_offset of position_embd
 };
@@ -80,6 +82,12 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   RopeType rope_type = RopeType::Normal;
   int64_t n_swa = 0;  // sliding-window attention: each token sees its last n_swa positions; 0: all
+  // Layers that slide: every one (0), or those with il % swa_pattern < swa_pattern - 1 (gemma2:
+  // 2, the even layers; the others see the whole context).
+  int64_t swa_pattern = 0;
+  float attn_scale = 0.0f;     // of q · k; 0: 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;   // scores s become c · tanh(s / c) before the softmax; 0: none
+  float final_softcap = 0.0f;  // the same on the logits
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor with linear or YaRN scaling, else 1
   // [n_rot/2] per-frequency divisors from the rope_freqs tensor (Llama 3.1+), or empty.
   std::vector<float> rope_freq_factors;
@@ -106,6 +114,10 @@ struct ModelConfig {
   BlockRecipe block;        // from the architecture table
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
+  // The window of layer il's attention (0: the whole context).
+  int64_t layer_window(int64_t il) const {
+    return swa_pattern == 0 || il % swa_pattern < swa_pattern - 1 ? n_swa : 0;
+  }
 };
 
 std::string to_string(FfnActivation a);

@@ -46,6 +46,8 @@ struct LayerWeights {
   const float* bk = nullptr;         // [n_head_kv * head_dim]
   const float* bv = nullptr;         // [n_head_kv * head_dim]
   const float* bo = nullptr;         // [n_embd]
+  const float* attn_post_norm = nullptr;  // [n_embd] BlockRecipe::post_norms: of wo's output
+  const float* ffn_post_norm = nullptr;   // [n_embd] and of the FFN's
   const float* attn_q_norm = nullptr;  // [head_dim] BlockRecipe::qk_norm: shared by every q head
   const float* attn_k_norm = nullptr;  // [head_dim] and every k head
   const float* ffn_norm = nullptr;   // [n_embd]

@@ -25,12 +25,15 @@ struct ArchTraits {
   bool up_relu;  // dReLU: relu(gate) * relu(up)
   int64_t n_ctx_train;
   BlockRecipe block;
+  int64_t swa_pattern = 0;  // ModelConfig::swa_pattern
 };
 // Qwen2: the Llama block with q/k/v biases and NeoX RoPE. Phi-3: fused QKV and fused gate|up,
 // NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
 // Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
-// every projection, learned absolute positions. Qwen3: the Llama block with an RMSNorm of every
+// every projection, learned absolute positions. Gemma 2: embeddings scaled by sqrt(n_embd), a
+// norm after each half as well as before it, GELU-gated FFN, soft-capped attention scores and
+// logits, a sliding window on every other layer, tied output. Qwen3: the Llama block with an RMSNorm of every
 // head's q and k before RoPE, NeoX RoPE, and heads wider than n_embd / n_head in some sizes.
 constexpr BlockRecipe kLlamaBlock{};
 constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
@@ -39,7 +42,8 @@ constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias =
 constexpr BlockRecipe kQwen2Block{.qkv_bias = true};
 constexpr BlockRecipe kPhi3Block{.fused_qkv = true, .fused_gate_up = true};
 constexpr BlockRecipe kQwen3Block{.qk_norm = true};
-constexpr std::array<ArchTraits, 7> kArchs = {{
+constexpr BlockRecipe kGemma2Block{.post_norms = true, .scaled_embd = true};
+constexpr std::array<ArchTraits, 8> kArchs = {{
     {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
      2048, kLlamaBlock},
     {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
@@ -54,6 +58,8 @@ constexpr std::array<ArchTraits, 7> kArchs = {{
      kPhi3Block},
     {"qwen3", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false,
      40960, kQwen3Block},
+    {"gemma2", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
+     8192, kGemma2Block, 2},
 }};
 
 const ArchTraits* find_arch(std::string_view name) {
@@ -212,6 +218,25 @@ int64_t read_head_dim(const gguf::GgufFile& file, const KeyReader& keys, const M
   return head_dim;
 }
 
+// A soft-cap key ({arch}.attn_logit_softcapping, final_logit_softcapping): 0 when absent.
+float read_softcap(const gguf::GgufFile& file, const KeyReader& keys, const ModelConfig& c,
+                   const char* suffix) {
+  const double cap = keys.optional_float(suffix, 0.0);
+  if (!std::isfinite(cap) || cap < 0) {
+    fail(file.path(), ": ", c.arch, ".", suffix, " = ", cap, " must be a non-negative number");
+  }
+  return static_cast<float>(cap);
+}
+
+// Gemma 2 scales q by 1 / sqrt(query_pre_attn_scalar), which its GGUF files do not carry: as
+// llama.cpp, n_embd / n_head for the 46-layer 27B model and head_dim (the default) for the others.
+float attention_scale(const ModelConfig& c) {
+  if (c.arch == "gemma2" && c.n_layer == 46) {
+    return 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+  }
+  return 0.0f;
+}
+
 }  // namespace
 
 FfnActivation parse_ffn_activation(std::string_view name, const std::string& where) {
@@ -260,6 +285,10 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.rope_type = traits->rope_type;
   read_rope_scaling(file, keys, c);
   c.n_swa = keys.optional_int("attention.sliding_window", 0, 0, int64_t{1} << 24);
+  c.swa_pattern = traits->swa_pattern;
+  c.attn_scale = attention_scale(c);
+  c.attn_softcap = read_softcap(file, keys, c, "attn_logit_softcapping");
+  c.final_softcap = read_softcap(file, keys, c, "final_logit_softcapping");
   c.block = traits->block;
   if (c.block.fused_qkv) check_qkv_layout(file, c.arch);
   c.ffn_act = file.is_powerinfer() ? traits->sparse_act : traits->default_act;

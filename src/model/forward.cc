@@ -5,9 +5,11 @@
 // need to know which sequence a row belongs to.
 //
 //   sequential: x += attn(norm(x; attn_norm));  x += ffn(norm(x; ffn_norm))
+//               (post_norms: x += norm(attn(...); post_attention_norm), and so for the FFN)
 //   parallel:   h = norm(x; attn_norm);  x += (attn(norm(x; attn_norm_2), else h) + ffn(h))
 //
 // The FFN's predictor reads the layer's residual stream x itself, as PowerInfer's graphs do.
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -37,6 +39,9 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
   }
   // Every attention and output weight, less what input-sparse products skip (attention_block).
   stats.weight_bytes += non_ffn_bytes;
+  if (config.block.scaled_embd) {
+    vec_scale(ctx.isa(), x.f32(), std::sqrt(static_cast<float>(n_embd)), n * n_embd);
+  }
   if (config.block.learned_positions) add_positions(n);
   ffn.set_chunks({chunk_rows.data(), n_chunks});
   for (size_t il = 0; il < model.weights.layers.size(); ++il) {
@@ -75,7 +80,9 @@ void Session::Impl::sequential_layer(size_t il, int64_t n) {
   run_attention(il, n);
   block_norm(ctx, config, xs, l.ffn_norm, l.ffn_norm_b, n, xn.f32());
   run_ffn(il, xn.f32(), xs, n);
-  vec_add(ctx.isa(), xs, ffn_out.f32(), n * config.n_embd);
+  float* const f = ffn_out.f32();
+  if (l.ffn_post_norm) block_norm(ctx, config, f, l.ffn_post_norm, nullptr, n, f);
+  vec_add(ctx.isa(), xs, f, n * config.n_embd);
 }
 
 void Session::Impl::parallel_layer(size_t il, int64_t n) {
@@ -89,8 +96,9 @@ void Session::Impl::parallel_layer(size_t il, int64_t n) {
     a = xa.f32();
   }
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  attention_block(ctx, config, attn, rope, l, layer_chunks(il), attn_scratch, a, n,
-                  attn_out.f32(), attention_thresholds(il, n));
+  attention_block(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)), rope, l,
+                  layer_chunks(il), attn_scratch, a, n, attn_out.f32(),
+                  attention_thresholds(il, n));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
   float* const ao = attn_out.f32();
@@ -143,6 +151,11 @@ void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
   }
   block_norm(ctx, config, xs, w.output_norm, w.output_norm_b, rows, xn.f32());
   linear(ctx, w.output, xn.f32(), rows, out);
+  if (config.final_softcap > 0.0f) {
+    const float cap = config.final_softcap, inv = 1.0f / cap;
+    const int64_t count = rows * config.n_vocab;
+    for (int64_t i = 0; i < count; ++i) out[i] = cap * std::tanh(out[i] * inv);
+  }
 }
 
 }  // namespace hearth

@@ -35,11 +35,13 @@ int32_t placement_ctx(const DeviceOptions& o, const ModelConfig& c) {
 }
 
 // The devices' attention takes the sequential RMSNorm block without biases, per-head q/k norms,
-// learned positions or a sliding window (llama, bamboo); other blocks keep attention on the host.
+// post-norms, learned positions, a sliding window, another score scale or soft-capping (llama,
+// bamboo); other blocks keep attention on the host.
 bool device_takes_attention(const ModelConfig& c) {
   const BlockRecipe& b = c.block;
   return !b.parallel && c.norm == NormType::Rms && !b.qkv_bias && !b.qk_norm && !b.out_bias &&
-         !b.learned_positions && c.n_swa == 0;
+         !b.post_norms && !b.learned_positions && c.n_swa == 0 && c.attn_scale == 0.0f &&
+         c.attn_softcap == 0.0f;
 }
 
 SparseMode placement_mode(const DeviceOptions& o, const Model::Impl& m) {

@@ -51,6 +51,9 @@ void visit_attention(const ModelConfig& c, const std::string& p, LayerWeights& l
   }
   visit({p + "attn_output.weight", q_dim, c.n_embd, true, &l.wo, nullptr});
   if (b.out_bias) visit({p + "attn_output.bias", c.n_embd, 1, true, nullptr, &l.bo});
+  if (b.post_norms) {
+    visit({p + "post_attention_norm.weight", c.n_embd, 1, true, nullptr, &l.attn_post_norm});
+  }
 }
 
 void visit_ffn(const ModelConfig& c, const std::string& p, LayerWeights& l,
@@ -74,6 +77,7 @@ void visit_ffn(const ModelConfig& c, const std::string& p, LayerWeights& l,
     const char* down = l.ffn_down.present() ? "ffn_down.bias" : "ffn_down_t.bias";
     visit({p + down, c.n_embd, 1, true, nullptr, &l.ffn_down_b});
   }
+  if (b.post_norms) visit({p + "post_ffw_norm.weight", c.n_embd, 1, true, nullptr, &l.ffn_post_norm});
   visit({p + "fc1.weight", c.n_embd, kAnyDim, false, &l.fc1, nullptr});
   // fc2's input width is whatever fc1 turned out to have (any when there is no fc1: then fc2
   // must be absent too, which bind_weights checks).

@@ -43,8 +43,9 @@ void attention_tile_scalar(const Tile& t) {
       float dot = 0.0f;
       for (int d = 0; d < hd; ++d) dot += q[d] * cache_elem(t.k, t.f16, row + d);
       s[j] = dot * t.scale;
-      max = s[j] > max ? s[j] : max;
     }
+    if (t.softcap > 0.0f) attention_detail::soft_cap(s + j0, n - j0, t.softcap);
+    for (int64_t j = j0; j < n; ++j) max = s[j] > max ? s[j] : max;
     float sum = 0.0f;
     for (int64_t j = j0; j < n; ++j) {
       s[j] = std::exp(s[j] - max);
@@ -142,6 +143,7 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
       t.row_stride = row_stride;
       t.head_dim = hd;
       t.scale = scale;
+      t.softcap = p.softcap;
       t.f16 = f16;
       t.prefetch = prefetch;
       const int64_t f_end = (tile_idx + 1) * tile_q < per_kv ? (tile_idx + 1) * tile_q : per_kv;

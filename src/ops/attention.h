@@ -30,6 +30,7 @@ struct AttentionParams {
   DType kv_type = DType::F32;  // F32 or F16
   float scale = 0.0f;          // 0 means 1 / sqrt(head_dim)
   int64_t window = 0;          // a query at position p sees keys p - window + 1 .. p; 0: all
+  float softcap = 0.0f;        // scores s become softcap · tanh(s / softcap); 0: left as they are
 };
 
 // Bytes of one cache (K or V): n_ctx · n_head_kv · head_dim elements of kv_type.

@@ -17,7 +17,15 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   a.n_ctx = n_ctx;
   a.kv_type = kv_type == KvType::F16 ? DType::F16 : DType::F32;
   a.window = c.n_swa;
+  a.scale = c.attn_scale;
+  a.softcap = c.attn_softcap;
   return a;
+}
+
+AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il) {
+  AttentionParams l = a;
+  l.window = c.layer_window(il);
+  return l;
 }
 
 RopeParams rope_params(const ModelConfig& c, int64_t n_ctx) {
@@ -146,6 +154,7 @@ void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const Attent
                         float* x, int64_t n, const AttentionThresholds& th) {
   block_norm(ctx, c, x, l.attn_norm, l.attn_norm_b, n, s.xn);
   attention_block(ctx, c, attn, rope, l, chunks, s, s.xn, n, s.out, th);
+  if (l.attn_post_norm) block_norm(ctx, c, s.out, l.attn_post_norm, nullptr, n, s.out);
   vec_add(ctx.isa(), x, s.out, n * c.n_embd);
 }
 

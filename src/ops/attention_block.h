@@ -26,6 +26,8 @@ namespace hearth {
 // The attention and RoPE parameters of a model's layers for a context of n_ctx positions: the
 // host session and every device build theirs from here, so their caches and angles agree.
 AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_type);
+// `a` for layer il, whose window the model's sliding-window pattern decides.
+AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il);
 RopeParams rope_params(const ModelConfig& c, int64_t n_ctx);
 
 // The context a session gets when none is asked for: the model's, but at most 4096 tokens.
@@ -83,7 +85,8 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
                      std::span<const AttentionChunk> chunks, const AttentionScratch& s,
                      const float* a, int64_t n, float* out, const AttentionThresholds& th = {});
 
-// x[n, n_embd] += attention_block(norm(x; attn_norm)): a sequential block's attention half.
+// x[n, n_embd] += attention_block(norm(x; attn_norm)), normed again by post_attention_norm where
+// the recipe has one: a sequential block's attention half.
 void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                         const RopeTable& rope, const LayerWeights& l,
                         std::span<const AttentionChunk> chunks, const AttentionScratch& s,

@@ -1,5 +1,6 @@
 // ops/attention.h against a naive double-precision attention, for decode and prefill, F32 and F16
-// caches, GQA ratios 1/2/4, odd head sizes, and 1-4 threads (whose results must be identical).
+// caches, GQA ratios 1/2/4, odd head sizes, sliding windows, soft-capped scores, and 1-4 threads
+// (whose results must be identical).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,6 +71,7 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
         double dot = 0.0;
         for (int d = 0; d < hd; ++d) dot += qv[d] * cache_at(p, k, j * row + kv_off + d);
         s[j] = dot / std::sqrt(static_cast<double>(hd));
+        if (p.softcap > 0) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
         max = std::max(max, s[j]);
       }
       for (auto& x : s) sum += x = std::exp(x - max);
@@ -86,6 +88,7 @@ struct Case {
   int n_head, n_head_kv, head_dim;
   int64_t n_ctx, pos0, n_tokens;
   int64_t window = 0;  // sliding window (0: every earlier position)
+  float softcap = 0.0f;
 };
 
 const Case kCases[] = {
@@ -101,6 +104,9 @@ const Case kCases[] = {
     {8, 2, 128, 300, 250, 1, 17},  // sliding window, decode
     {4, 2, 20, 96, 11, 37, 13},    // sliding window, prefill: each query its own first key
     {2, 1, 13, 40, 0, 9, 64},      // a window longer than the context seen so far
+    {8, 2, 128, 300, 250, 1, 0, 1.0f},  // soft-capped scores, decode
+    {4, 2, 20, 96, 11, 37, 13, 0.5f},   // soft-capped, windowed prefill
+    {2, 1, 13, 40, 3, 9, 0, 0.25f},     // a cap far below the scores, odd head_dim
 };
 
 void run_case(const Case& c, DType kv_type) {
@@ -111,6 +117,7 @@ void run_case(const Case& c, DType kv_type) {
   p.n_ctx = c.n_ctx;
   p.kv_type = kv_type;
   p.window = c.window;
+  p.softcap = c.softcap;
   const int64_t n_out = c.n_tokens * c.n_head * c.head_dim;
   const Cache cache(p, c.pos0 + c.n_tokens, 7);
   const auto q = random_vec(n_out, 3, -1.5f, 1.5f);

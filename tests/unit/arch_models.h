@@ -1,4 +1,4 @@
-// Tiny falcon, opt, qwen2, qwen3 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
+// Tiny falcon, opt, qwen2, qwen3, gemma2 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
 // rows allow), written as GGUF files (plain or PowerInfer's PWRI layout), and a reference forward
 // pass that transcribes each architecture as plain loops in double precision.
 #pragma once
@@ -48,6 +48,9 @@ struct TinyModel {
   std::string layout;   // falcon.tensor_data_layout when not empty
   int64_t window = 0;   // {arch}.attention.sliding_window when not 0
   int64_t head_dim = kHeadDim;  // {arch}.attention.key_length when not kHeadDim
+  int64_t swa_pattern = 0;      // the architecture's (not in the file): which layers slide
+  float attn_softcap = 0.0f;    // {arch}.attn_logit_softcapping when not 0
+  float final_softcap = 0.0f;   // {arch}.final_logit_softcapping when not 0
   // More metadata: {arch}.KEY = value (integers, floats and strings).
   std::map<std::string, uint32_t> u32_keys;
   std::map<std::string, float> f32_keys;
@@ -90,7 +93,27 @@ struct TinyModel {
     }
     add_linear("output.weight", kEmbd, kVocab, 2.0f);
   }
-  bool rms() const { return arch == "qwen2" || arch == "qwen3" || arch == "phi3"; }
+  bool rms() const { return arch == "qwen2" || arch == "qwen3" || arch == "gemma2" || arch == "phi3"; }
+  // A pre-norm RMSNorm layer with separate q/k/v (no biases) and a gated FFN, with per-head q/k
+  // norms (qwen3) or norms after each half (gemma2) where asked.
+  void add_gated_layer(int64_t il, bool head_norms, bool post_norms) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    add_rms_norm(p + "attn_norm");
+    add_linear(p + "attn_q.weight", kEmbd, q_dim(), 3.0f);
+    add_linear(p + "attn_k.weight", kEmbd, kv_dim(), 3.0f);
+    add_linear(p + "attn_v.weight", kEmbd, kv_dim(), 3.0f);
+    if (head_norms) {
+      add(p + "attn_q_norm.weight", {head_dim}, 0.5f, 1.0f);
+      add(p + "attn_k_norm.weight", {head_dim}, 0.5f, 1.0f);
+    }
+    add_linear(p + "attn_output.weight", q_dim(), kEmbd);
+    if (post_norms) add_rms_norm(p + "post_attention_norm");
+    add_rms_norm(p + "ffn_norm");
+    add_linear(p + "ffn_gate.weight", kEmbd, kFf, 2.0f);
+    add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
+    add_down(p + "ffn_down", false);
+    if (post_norms) add_rms_norm(p + "post_ffw_norm");
+  }
   // ffn_down {n_ff, n_embd}, or PowerInfer's transposed ffn_down_t {n_embd, n_ff}.
   void add_down(const std::string& name, bool transposed) {
     add(name + ".weight", transposed ? std::vector<int64_t>{kEmbd, kFf} : std::vector<int64_t>{kFf, kEmbd},
@@ -151,6 +174,8 @@ struct TinyModel {
               kEps);
     if (window) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(window));
     if (head_dim != kHeadDim) w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
+    if (attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", attn_softcap);
+    if (final_softcap > 0) w.set_f32(a + "final_logit_softcapping", final_softcap);
     if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
     if (!act.empty()) w.set_string("hearth.ffn_activation", act);
     for (const auto& [key, v] : u32_keys) w.set_u32(a + key, v);
@@ -261,20 +286,25 @@ inline TinyModel make_qwen3() {
   m.n_head_kv = 2;
   m.head_dim = 2 * kHeadDim;
   m.add_ends(true);
-  for (int64_t il = 0; il < kLayers; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    m.add_rms_norm(p + "attn_norm");
-    m.add_linear(p + "attn_q.weight", kEmbd, m.q_dim(), 3.0f);
-    m.add_linear(p + "attn_k.weight", kEmbd, m.kv_dim(), 3.0f);
-    m.add_linear(p + "attn_v.weight", kEmbd, m.kv_dim(), 3.0f);
-    m.add(p + "attn_q_norm.weight", {m.head_dim}, 0.5f, 1.0f);
-    m.add(p + "attn_k_norm.weight", {m.head_dim}, 0.5f, 1.0f);
-    m.add_linear(p + "attn_output.weight", m.q_dim(), kEmbd);
-    m.add_rms_norm(p + "ffn_norm");
-    m.add_linear(p + "ffn_gate.weight", kEmbd, kFf, 2.0f);
-    m.add_linear(p + "ffn_up.weight", kEmbd, kFf, 2.0f);
-    m.add_down(p + "ffn_down", false);
-  }
+  for (int64_t il = 0; il < kLayers; ++il) m.add_gated_layer(il, /*head_norms=*/true, false);
+  return m;
+}
+
+// Gemma 2: embeddings times sqrt(n_embd), a norm after each half as well as before it, a
+// GELU-gated FFN, soft-capped scores and logits, a sliding window on the even layers, heads wider
+// than n_embd / n_head, output tied to the embeddings. The caps are low enough to bite here.
+inline TinyModel make_gemma2() {
+  TinyModel m;
+  m.arch = "gemma2";
+  m.n_head_kv = 2;
+  m.head_dim = 2 * kHeadDim;
+  m.window = 3;
+  m.swa_pattern = 2;
+  m.attn_softcap = 3.0f;
+  m.final_softcap = 2.0f;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  for (int64_t il = 0; il < kLayers; ++il) m.add_gated_layer(il, false, /*post_norms=*/true);
   return m;
 }
 
@@ -402,6 +432,9 @@ class Reference {
   Vec step(int32_t token) {
     const int64_t pos = pos_++;
     Vec x = row(m_.at("token_embd.weight"), token);
+    if (m_.arch == "gemma2") {
+      for (double& e : x) e *= std::sqrt(double(kEmbd));
+    }
     if (m_.arch == "opt") add(x, row(m_.at("position_embd.weight"), pos + kOptOffset));
     for (int64_t il = 0; il < kLayers; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
@@ -435,7 +468,11 @@ class Reference {
     }
     const Vec h = m_.rms() ? rms_norm(x, m_, "output_norm") : layer_norm(x, m_, "output_norm");
     const Tensor* out = m_.find("output.weight");
-    return linear(out ? *out : m_.at("token_embd.weight"), h);
+    Vec logits = linear(out ? *out : m_.at("token_embd.weight"), h);
+    if (m_.final_softcap > 0) {
+      for (double& e : logits) e = m_.final_softcap * std::tanh(e / m_.final_softcap);
+    }
+    return logits;
   }
 
  private:
@@ -460,7 +497,9 @@ class Reference {
     if (const Tensor* w = m_.find(p + "attn_k_norm.weight")) rms_norm_heads(k, *w, m_.head_dim);
     rope_neox(q, kHead, pos, rope_, m_.head_dim);
     rope_neox(k, m_.n_head_kv, pos, rope_, m_.head_dim);
-    add(x, linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v)));
+    Vec a = linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v));
+    if (m_.find(p + "post_attention_norm.weight")) a = rms_norm(a, m_, p + "post_attention_norm");
+    add(x, a);
     const Vec f = rms_norm(x, m_, p + "ffn_norm");
     Vec g, u;
     if (m_.find(p + "ffn_gate.weight")) {
@@ -472,7 +511,9 @@ class Reference {
       u.assign(gu.begin() + kFf, gu.end());
     }
     for (int64_t i = 0; i < kFf; ++i) u[i] *= act(act_, g[i]);
-    add(x, linear(m_.at(p + "ffn_down.weight"), u));
+    Vec y = linear(m_.at(p + "ffn_down.weight"), u);
+    if (m_.find(p + "post_ffw_norm.weight")) y = rms_norm(y, m_, p + "post_ffw_norm");
+    add(x, y);
   }
 
   Vec attend(int64_t il, const Vec& q, const Vec& k, const Vec& v) {
@@ -480,8 +521,10 @@ class Reference {
     v_[il].push_back(v);
     const int64_t group = kHead / m_.n_head_kv;
     const size_t n = k_[il].size();
-    // A sliding window shows each query its last `window` positions only.
-    const size_t lo = m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
+    // A sliding window shows each query its last `window` positions only (on the layers the
+    // architecture's pattern picks).
+    const bool slides = m_.swa_pattern == 0 || il % m_.swa_pattern < m_.swa_pattern - 1;
+    const size_t lo = slides && m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
     const int64_t hd = m_.head_dim;
     Vec out(size_t(m_.q_dim()), 0.0);
     for (int64_t h = 0; h < kHead; ++h) {
@@ -492,6 +535,7 @@ class Reference {
         double dot = 0.0;
         for (int64_t d = 0; d < hd; ++d) dot += q[h * hd + d] * k_[il][j][kvh * hd + d];
         s[j] = dot / std::sqrt(double(hd));
+        if (m_.attn_softcap > 0) s[j] = m_.attn_softcap * std::tanh(s[j] / m_.attn_softcap);
         max = std::max(max, s[j]);
       }
       double sum = 0.0;

@@ -184,6 +184,42 @@ TEST(Qwen3, HeadWidthKeysAreChecked) {
             std::string::npos);
 }
 
+TEST(Gemma2, MatchesReferenceWithPostNormsSoftCapsAndAlternatingWindow) {
+  const TinyModel m = make_gemma2();
+  const std::string path = m.write("gemma2.gguf");
+  const auto model = Model::load(path);
+  const ModelConfig& c = model->config();
+  EXPECT_TRUE(c.block.post_norms);
+  EXPECT_TRUE(c.block.scaled_embd);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(c.ffn_act, FfnActivation::Gelu);
+  EXPECT_EQ(c.layer_window(0), 3);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_FLOAT_EQ(c.attn_softcap, 3.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 2.0f);
+  // The 7-token prompt outgrows layer 0's window of 3, and both caps are low enough to change
+  // the logits.
+  expect_matches_reference(m, "gelu", path);
+  expect_matches_reference(m, "gelu", path, SparseMode::Oracle);
+  // With Q8_0 weights (and activations quantized to 8 bits): the post-norms scale each half's
+  // output, rounding error included, to unit RMS, and the capped logits are small, so the
+  // difference relative to the largest logit is looser than the other models' 3%.
+  TinyModel q8 = make_gemma2();
+  q8.quantize(DType::Q8_0);
+  expect_matches_reference(q8, "gelu", q8.write("gemma2-q8.gguf"), SparseMode::Dense, 6e-2);
+}
+
+TEST(Gemma2, SoftCapsMustBeNonNegative) {
+  TinyModel m = make_gemma2();
+  m.f32_keys["attn_logit_softcapping"] = -1.0f;
+  EXPECT_NE(load_error(m.write("gemma2-cap.gguf")).find("attn_logit_softcapping"),
+            std::string::npos);
+  TinyModel no_post = make_gemma2();
+  no_post.drop("blk.0.post_ffw_norm.weight");
+  EXPECT_NE(load_error(no_post.write("gemma2-post.gguf")).find("missing tensor 'blk.0.post_ffw_norm.weight'"),
+            std::string::npos);
+}
+
 TEST(Phi3, MatchesReferenceWithSlidingWindow) {
   // A window of 3 over a 7-token prompt: the later tokens see only their last three positions.
   const TinyModel m = make_phi3(3);
@@ -380,7 +416,7 @@ TEST(ArchSparse, OracleOnPlainGgufFilesEqualsDense) {
 // Qwen2 and Phi-3 take the sparse path as llama does: ReLU versions calibrate predictors with
 // the same call as any model and run in every mode, on the host and split with the stand-in
 // device; SwiGLU versions calibrate FFN thresholds, whose decode steps give a whole prompt's bits.
-TEST(ArchSparse, Qwen2Qwen3AndPhi3CalibrateAndRunInEveryMode) {
+TEST(ArchSparse, RmsNormFamiliesCalibrateAndRunInEveryMode) {
   calib::CalibrateOptions co;
   co.text = test::random_words(6000, 1);
   co.heldout_text = test::random_words(1500, 2);
@@ -388,7 +424,7 @@ TEST(ArchSparse, Qwen2Qwen3AndPhi3CalibrateAndRunInEveryMode) {
   co.ranks = {16};
   co.epochs = 4;
   co.n_threads = 2;
-  for (TinyModel m : {make_qwen2(), make_qwen3(), make_phi3(0)}) {
+  for (TinyModel m : {make_qwen2(), make_qwen3(), make_gemma2(), make_phi3(0)}) {
     SCOPED_TRACE(m.arch);
     m.act = "relu";
     const std::string path = m.write(m.arch + "-relu.gguf");
@@ -419,7 +455,7 @@ TEST(ArchSparse, Qwen2Qwen3AndPhi3CalibrateAndRunInEveryMode) {
     EXPECT_GT(pred.stats.neurons_total, 0u);
     EXPECT_LT(pred.stats.neurons_active, pred.stats.neurons_total);
   }
-  for (TinyModel m : {make_qwen2(), make_qwen3(), make_phi3(0)}) {
+  for (TinyModel m : {make_qwen2(), make_qwen3(), make_gemma2(), make_phi3(0)}) {
     SCOPED_TRACE(m.arch + " thresholds");
     const auto model = Model::load(m.write(m.arch + "-silu.gguf"));
     calib::CalibrateOptions to = co;

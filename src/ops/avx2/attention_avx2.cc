@@ -156,6 +156,9 @@ void tile_kernel(const Tile& t) {
 
   float inv[NQ];
   for (int i = 0; i < NQ; ++i) {
+    if (t.softcap > 0.0f) {
+      attention_detail::soft_cap(t.scores[i] + t.first[i], t.n_vis[i] - t.first[i], t.softcap);
+    }
     inv[i] = softmax_row(t.scores[i], j0, t.first[i], t.n_vis[i], n_kv);
   }
 
