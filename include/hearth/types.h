@@ -85,6 +85,9 @@ struct ModelConfig {
   // Layers that slide: every one (0), or those with il % swa_pattern < swa_pattern - 1 (gemma2:
   // 2, the even layers; the others see the whole context).
   int64_t swa_pattern = 0;
+  // The sliding layers' RoPE base, unscaled (gemma3: their 10000 against the others' 1e6 with
+  // linear scaling); 0: every layer's RoPE is the model's.
+  float rope_freq_base_swa = 0.0f;
   float attn_scale = 0.0f;     // of q · k; 0: 1 / sqrt(head_dim)
   float attn_softcap = 0.0f;   // scores s become c · tanh(s / c) before the softmax; 0: none
   float final_softcap = 0.0f;  // the same on the logits
@@ -114,10 +117,12 @@ struct ModelConfig {
   BlockRecipe block;        // from the architecture table
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
-  // The window of layer il's attention (0: the whole context).
-  int64_t layer_window(int64_t il) const {
-    return swa_pattern == 0 || il % swa_pattern < swa_pattern - 1 ? n_swa : 0;
+  // Whether layer il's attention slides (sees the last n_swa positions only).
+  bool sliding_layer(int64_t il) const {
+    return n_swa > 0 && (swa_pattern == 0 || il % swa_pattern < swa_pattern - 1);
   }
+  // The window of layer il's attention (0: the whole context).
+  int64_t layer_window(int64_t il) const { return sliding_layer(il) ? n_swa : 0; }
 };
 
 std::string to_string(FfnActivation a);

@@ -26,6 +26,7 @@ struct ArchTraits {
   int64_t n_ctx_train;
   BlockRecipe block;
   int64_t swa_pattern = 0;  // ModelConfig::swa_pattern
+  float rope_freq_base_swa = 0.0f;  // ModelConfig::rope_freq_base_swa
 };
 // Qwen2: the Llama block with q/k/v biases and NeoX RoPE. Phi-3: fused QKV and fused gate|up,
 // NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
@@ -33,7 +34,9 @@ struct ArchTraits {
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
 // every projection, learned absolute positions. Gemma 2: embeddings scaled by sqrt(n_embd), a
 // norm after each half as well as before it, GELU-gated FFN, soft-capped attention scores and
-// logits, a sliding window on every other layer, tied output. Qwen3: the Llama block with an RMSNorm of every
+// logits, a sliding window on every other layer, tied output. Gemma 3: Gemma 2's block with
+// Qwen3's per-head q/k norms and no soft-caps; five sliding layers to one global, the sliding ones
+// with RoPE base 10000 unscaled. Qwen3: the Llama block with an RMSNorm of every
 // head's q and k before RoPE, NeoX RoPE, and heads wider than n_embd / n_head in some sizes.
 constexpr BlockRecipe kLlamaBlock{};
 constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
@@ -43,7 +46,8 @@ constexpr BlockRecipe kQwen2Block{.qkv_bias = true};
 constexpr BlockRecipe kPhi3Block{.fused_qkv = true, .fused_gate_up = true};
 constexpr BlockRecipe kQwen3Block{.qk_norm = true};
 constexpr BlockRecipe kGemma2Block{.post_norms = true, .scaled_embd = true};
-constexpr std::array<ArchTraits, 8> kArchs = {{
+constexpr BlockRecipe kGemma3Block{.qk_norm = true, .post_norms = true, .scaled_embd = true};
+constexpr std::array<ArchTraits, 9> kArchs = {{
     {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
      2048, kLlamaBlock},
     {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
@@ -60,6 +64,8 @@ constexpr std::array<ArchTraits, 8> kArchs = {{
      40960, kQwen3Block},
     {"gemma2", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
      8192, kGemma2Block, 2},
+    {"gemma3", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
+     131072, kGemma3Block, 6, 10000.0f},
 }};
 
 const ArchTraits* find_arch(std::string_view name) {
@@ -228,10 +234,11 @@ float read_softcap(const gguf::GgufFile& file, const KeyReader& keys, const Mode
   return static_cast<float>(cap);
 }
 
-// Gemma 2 scales q by 1 / sqrt(query_pre_attn_scalar), which its GGUF files do not carry: as
-// llama.cpp, n_embd / n_head for the 46-layer 27B model and head_dim (the default) for the others.
+// Gemma 2 and 3 scale q by 1 / sqrt(query_pre_attn_scalar), which their GGUF files do not carry:
+// as llama.cpp, n_embd / n_head for the 27B models (46 and 62 layers) and head_dim (the default)
+// for the others.
 float attention_scale(const ModelConfig& c) {
-  if (c.arch == "gemma2" && c.n_layer == 46) {
+  if ((c.arch == "gemma2" && c.n_layer == 46) || (c.arch == "gemma3" && c.n_layer == 62)) {
     return 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
   }
   return 0.0f;
@@ -286,6 +293,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   read_rope_scaling(file, keys, c);
   c.n_swa = keys.optional_int("attention.sliding_window", 0, 0, int64_t{1} << 24);
   c.swa_pattern = traits->swa_pattern;
+  c.rope_freq_base_swa = traits->rope_freq_base_swa;
   c.attn_scale = attention_scale(c);
   c.attn_softcap = read_softcap(file, keys, c, "attn_logit_softcapping");
   c.final_softcap = read_softcap(file, keys, c, "final_logit_softcapping");

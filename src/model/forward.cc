@@ -96,14 +96,20 @@ void Session::Impl::parallel_layer(size_t il, int64_t n) {
     a = xa.f32();
   }
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  attention_block(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)), rope, l,
-                  layer_chunks(il), attn_scratch, a, n, attn_out.f32(),
+  attention_block(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)),
+                  layer_rope(il), l, layer_chunks(il), attn_scratch, a, n, attn_out.f32(),
                   attention_thresholds(il, n));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
   float* const ao = attn_out.f32();
   vec_add(ctx.isa(), ao, ffn_out.f32(), n * config.n_embd);
   vec_add(ctx.isa(), xs, ao, n * config.n_embd);
+}
+
+const RopeTable& Session::Impl::layer_rope(size_t il) const {
+  const bool own =
+      config.rope_freq_base_swa > 0.0f && config.sliding_layer(static_cast<int64_t>(il));
+  return own ? rope_swa : rope;
 }
 
 std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {

@@ -145,6 +145,7 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
   const ModelConfig& c = config;
   attn = attention_params(c, n_ctx, o.kv_type);
   rope = RopeTable(rope_params(c, n_ctx), n_ctx);
+  if (c.rope_freq_base_swa > 0.0f) rope_swa = RopeTable(sliding_rope_params(c), n_ctx);
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     // Layers whose attention the device runs keep their caches there.

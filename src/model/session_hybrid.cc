@@ -64,9 +64,9 @@ void Session::Impl::run_attention(size_t il, int64_t n) {
     return;
   }
   TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  attention_residual(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)), rope,
-                     model.weights.layers[il], layer_chunks(il), attn_scratch, xs, n,
-                     attention_thresholds(il, n));
+  attention_residual(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)),
+                     layer_rope(il), model.weights.layers[il], layer_chunks(il), attn_scratch, xs,
+                     n, attention_thresholds(il, n));
 }
 
 void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t n) {

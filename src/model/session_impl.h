@@ -31,6 +31,7 @@ struct Session::Impl {
   std::unique_ptr<cpu::MatmulHook> matmul_names;  // SessionOptions::matmul_observer, by name
   AttentionParams attn;
   RopeTable rope;
+  RopeTable rope_swa;  // the sliding layers' own RoPE (ModelConfig::rope_freq_base_swa), or empty
   Activation act;
   SparseMode sparse_mode;   // resolved: never Auto
   // Threshold mode: per layer, the options' or else the file's; other modes: empty.
@@ -95,6 +96,8 @@ struct Session::Impl {
   // puts in x[n, n_embd] to the final residual stream, left in x.
   void sequential_layer(size_t il, int64_t n);
   void parallel_layer(size_t il, int64_t n);
+  // The RoPE table of layer il.
+  const RopeTable& layer_rope(size_t il) const;
   // x[n, n_embd] += the learned position of each row (BlockRecipe::learned_positions).
   void add_positions(int64_t n);
   // attn_chunks = the pass's chunks with layer il's caches, those that the mode's input

@@ -22,6 +22,14 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   return a;
 }
 
+RopeParams sliding_rope_params(const ModelConfig& c) {
+  RopeParams rp;
+  rp.n_rot = static_cast<int>(c.n_rot);
+  rp.freq_base = c.rope_freq_base_swa;
+  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
+  return rp;
+}
+
 AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il) {
   AttentionParams l = a;
   l.window = c.layer_window(il);

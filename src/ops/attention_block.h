@@ -29,6 +29,9 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
 // `a` for layer il, whose window the model's sliding-window pattern decides.
 AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il);
 RopeParams rope_params(const ModelConfig& c, int64_t n_ctx);
+// The RoPE of the sliding layers where the model gives them their own base
+// (ModelConfig::rope_freq_base_swa > 0): that base, no scaling.
+RopeParams sliding_rope_params(const ModelConfig& c);
 
 // The context a session gets when none is asked for: the model's, but at most 4096 tokens.
 int64_t default_context(const ModelConfig& c);

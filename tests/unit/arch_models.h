@@ -1,4 +1,4 @@
-// Tiny falcon, opt, qwen2, qwen3, gemma2 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
+// Tiny falcon, opt, qwen2, qwen3, gemma2, gemma3 and phi3 models for the architecture tests: random weights (F32, or Q8_0 where the
 // rows allow), written as GGUF files (plain or PowerInfer's PWRI layout), and a reference forward
 // pass that transcribes each architecture as plain loops in double precision.
 #pragma once
@@ -48,7 +48,11 @@ struct TinyModel {
   std::string layout;   // falcon.tensor_data_layout when not empty
   int64_t window = 0;   // {arch}.attention.sliding_window when not 0
   int64_t head_dim = kHeadDim;  // {arch}.attention.key_length when not kHeadDim
+  int64_t n_layer = kLayers;
   int64_t swa_pattern = 0;      // the architecture's (not in the file): which layers slide
+  double rope_base_swa = 0.0;   // and the sliding layers' RoPE base (0: the model's)
+  double rope_base = 10000.0;   // {arch}.rope.freq_base when not 10000
+  double rope_linear = 1.0;     // rope.scaling.type linear with this factor when not 1
   float attn_softcap = 0.0f;    // {arch}.attn_logit_softcapping when not 0
   float final_softcap = 0.0f;   // {arch}.final_logit_softcapping when not 0
   // More metadata: {arch}.KEY = value (integers, floats and strings).
@@ -93,7 +97,8 @@ struct TinyModel {
     }
     add_linear("output.weight", kEmbd, kVocab, 2.0f);
   }
-  bool rms() const { return arch == "qwen2" || arch == "qwen3" || arch == "gemma2" || arch == "phi3"; }
+  bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
+  bool rms() const { return arch == "qwen2" || arch == "qwen3" || gemma() || arch == "phi3"; }
   // A pre-norm RMSNorm layer with separate q/k/v (no biases) and a gated FFN, with per-head q/k
   // norms (qwen3) or norms after each half (gemma2) where asked.
   void add_gated_layer(int64_t il, bool head_norms, bool post_norms) {
@@ -166,7 +171,7 @@ struct TinyModel {
     const std::string a = arch + ".";
     w.set_u32(a + "context_length", arch == "opt" ? kOptPositions : 2048);
     w.set_u32(a + "embedding_length", kEmbd);
-    w.set_u32(a + "block_count", kLayers);
+    w.set_u32(a + "block_count", static_cast<uint32_t>(n_layer));
     w.set_u32(a + "feed_forward_length", kFf);
     w.set_u32(a + "attention.head_count", kHead);
     w.set_u32(a + "attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
@@ -175,6 +180,11 @@ struct TinyModel {
     if (window) w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(window));
     if (head_dim != kHeadDim) w.set_u32(a + "attention.key_length", static_cast<uint32_t>(head_dim));
     if (attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", attn_softcap);
+    if (rope_base != 10000.0) w.set_f32(a + "rope.freq_base", static_cast<float>(rope_base));
+    if (rope_linear != 1.0) {
+      w.set_string(a + "rope.scaling.type", "linear");
+      w.set_f32(a + "rope.scaling.factor", static_cast<float>(rope_linear));
+    }
     if (final_softcap > 0) w.set_f32(a + "final_logit_softcapping", final_softcap);
     if (!layout.empty()) w.set_string(a + "tensor_data_layout", layout);
     if (!act.empty()) w.set_string("hearth.ffn_activation", act);
@@ -308,6 +318,26 @@ inline TinyModel make_gemma2() {
   return m;
 }
 
+// Gemma 3: Gemma 2's block with per-head q/k norms and no soft-caps; layers 0-4 of every 6 slide,
+// with RoPE base 10000, and the sixth sees the whole context with the model's base and linear
+// scaling (here base 1000, factor 2, so that the two RoPEs differ within a short prompt).
+inline TinyModel make_gemma3() {
+  TinyModel m;
+  m.arch = "gemma3";
+  m.n_layer = 6;
+  m.n_head_kv = 2;
+  m.head_dim = 2 * kHeadDim;
+  m.window = 3;
+  m.swa_pattern = 6;
+  m.rope_base_swa = 10000.0;
+  m.rope_base = 1000.0;
+  m.rope_linear = 2.0;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, true, /*post_norms=*/true);
+  return m;
+}
+
 // Phi-3: fused QKV and fused gate|up (gate rows first), NeoX RoPE, a sliding window.
 inline TinyModel make_phi3(int64_t window) {
   TinyModel m;
@@ -397,6 +427,8 @@ inline double act(const std::string& name, double x) {
 struct RopeScaling {
   const std::vector<float>* divisors = nullptr;
   double mscale = 1.0;
+  double base = 10000.0;
+  double freq_scale = 1.0;  // linear scaling: positions times this
 };
 
 // NeoX rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2).
@@ -406,7 +438,8 @@ inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& r
   for (int64_t h = 0; h < n_heads; ++h) {
     double* v = x.data() + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
-      double theta = double(pos) * std::pow(10000.0, -2.0 * double(i) / double(head_dim));
+      double theta =
+          rs.freq_scale * double(pos) * std::pow(rs.base, -2.0 * double(i) / double(head_dim));
       if (rs.divisors) theta /= (*rs.divisors)[static_cast<size_t>(i)];
       const double c = rs.mscale * std::cos(theta), s = rs.mscale * std::sin(theta);
       const double x0 = v[i], x1 = v[i + half];
@@ -425,18 +458,18 @@ class Reference {
         act_(std::move(activation)),
         predict_(predict),
         rope_(rope),
-        k_(kLayers),
-        v_(kLayers) {}
+        k_(m.n_layer),
+        v_(m.n_layer) {}
 
   // The logits after `token` at the next position.
   Vec step(int32_t token) {
     const int64_t pos = pos_++;
     Vec x = row(m_.at("token_embd.weight"), token);
-    if (m_.arch == "gemma2") {
+    if (m_.gemma()) {
       for (double& e : x) e *= std::sqrt(double(kEmbd));
     }
     if (m_.arch == "opt") add(x, row(m_.at("position_embd.weight"), pos + kOptOffset));
-    for (int64_t il = 0; il < kLayers; ++il) {
+    for (int64_t il = 0; il < m_.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       if (m_.rms()) {
         llama_like_layer(il, p, pos, x);
@@ -495,8 +528,12 @@ class Reference {
     }
     if (const Tensor* w = m_.find(p + "attn_q_norm.weight")) rms_norm_heads(q, *w, m_.head_dim);
     if (const Tensor* w = m_.find(p + "attn_k_norm.weight")) rms_norm_heads(k, *w, m_.head_dim);
-    rope_neox(q, kHead, pos, rope_, m_.head_dim);
-    rope_neox(k, m_.n_head_kv, pos, rope_, m_.head_dim);
+    RopeScaling rope = rope_;
+    rope.base = m_.rope_base;
+    rope.freq_scale = 1.0 / m_.rope_linear;
+    if (m_.rope_base_swa > 0 && slides(il)) rope = RopeScaling{.base = m_.rope_base_swa};
+    rope_neox(q, kHead, pos, rope, m_.head_dim);
+    rope_neox(k, m_.n_head_kv, pos, rope, m_.head_dim);
     Vec a = linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v));
     if (m_.find(p + "post_attention_norm.weight")) a = rms_norm(a, m_, p + "post_attention_norm");
     add(x, a);
@@ -516,6 +553,10 @@ class Reference {
     add(x, y);
   }
 
+  bool slides(int64_t il) const {
+    return m_.window > 0 && (m_.swa_pattern == 0 || il % m_.swa_pattern < m_.swa_pattern - 1);
+  }
+
   Vec attend(int64_t il, const Vec& q, const Vec& k, const Vec& v) {
     k_[il].push_back(k);
     v_[il].push_back(v);
@@ -523,8 +564,7 @@ class Reference {
     const size_t n = k_[il].size();
     // A sliding window shows each query its last `window` positions only (on the layers the
     // architecture's pattern picks).
-    const bool slides = m_.swa_pattern == 0 || il % m_.swa_pattern < m_.swa_pattern - 1;
-    const size_t lo = slides && m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
+    const size_t lo = slides(il) && m_.window > 0 && n > size_t(m_.window) ? n - size_t(m_.window) : 0;
     const int64_t hd = m_.head_dim;
     Vec out(size_t(m_.q_dim()), 0.0);
     for (int64_t h = 0; h < kHead; ++h) {

@@ -209,6 +209,21 @@ TEST(Gemma2, MatchesReferenceWithPostNormsSoftCapsAndAlternatingWindow) {
   expect_matches_reference(q8, "gelu", q8.write("gemma2-q8.gguf"), SparseMode::Dense, 6e-2);
 }
 
+TEST(Gemma3, MatchesReferenceWithTwoRopesAndOneGlobalLayerInSix) {
+  const TinyModel m = make_gemma3();
+  const std::string path = m.write("gemma3.gguf");
+  const auto model = Model::load(path);
+  const ModelConfig& c = model->config();
+  EXPECT_TRUE(c.block.qk_norm);
+  EXPECT_TRUE(c.block.post_norms);
+  EXPECT_EQ(c.attn_softcap, 0.0f);
+  for (int64_t il = 0; il < 6; ++il) EXPECT_EQ(c.sliding_layer(il), il != 5) << il;
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 10000.0f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.5f);
+  expect_matches_reference(m, "gelu", path);
+  expect_matches_reference(m, "gelu", path, SparseMode::Oracle);
+}
+
 TEST(Gemma2, SoftCapsMustBeNonNegative) {
   TinyModel m = make_gemma2();
   m.f32_keys["attn_logit_softcapping"] = -1.0f;
