@@ -18,7 +18,7 @@
 # TYPES ("f16 q4_0"), SHARES ("0.25 0.33 0.5 1.0"), THREADS (default: all cores), N_PROMPT (128),
 # N_GEN (64), REPS (2), CUDA_ARCH (90: an H100/H200), MODELS (the test models' folder, default
 # $PREBUILT or ../shared/models), OUT (results: summary.txt, results.tsv, logs.tar.gz), WORK (the
-# generated models and logs; keep it outside OUT). OUT receives at most six files.
+# generated models and logs; keep it outside OUT). OUT receives at most seven files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -105,6 +105,12 @@ if [ -f "$MODELS/stories260K.gguf" ]; then
     same_text "stories-neurons-$budget" "$G" -- -m "$S" "${SMALL[@]}" "${DEVICE_FLAGS[@]}" --vram-budget "$budget" --placement neurons
   done
   same_text stories-prompt-batch "$G" -- -m "$S" -p "" -n 250 -c 256 -b 256 "${DEVICE_FLAGS[@]}"
+  # The whole model on the device, whose weights are next to nothing: its decode speed and trace
+  # are the device path's fixed cost per layer.
+  "$HEARTH" bench -m "$S" -p 16 -n 128 -r 2 -t "$THREADS" --no-bandwidth "${DEVICE_FLAGS[@]}" \
+    --trace "$WORK/logs/stories-device.trace.json" 2>&1 | tail -4 | tee -a "$SUMMARY"
+  [ -f "$WORK/logs/stories-device.trace.json" ] &&
+    gzip -c "$WORK/logs/stories-device.trace.json" > "$OUT/trace-stories-device.json.gz"
 fi
 if [ -f "$MODELS/stories260K-relu-cal.gguf" ]; then
   R="$MODELS/stories260K-relu-cal.gguf"
