@@ -32,7 +32,8 @@ struct ArchTraits {
 // NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
 // Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
-// every projection, learned absolute positions. Gemma 2: embeddings scaled by sqrt(n_embd), a
+// every projection, learned absolute positions. Gemma: the Llama block with embeddings scaled
+// by sqrt(n_embd), NeoX RoPE, GELU-gated FFN, tied output. Gemma 2: embeddings scaled by sqrt(n_embd), a
 // norm after each half as well as before it, GELU-gated FFN, soft-capped attention scores and
 // logits, a sliding window on every other layer, tied output. Gemma 3: Gemma 2's block with
 // Qwen3's per-head q/k norms and no soft-caps; five sliding layers to one global, the sliding ones
@@ -45,9 +46,10 @@ constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias =
 constexpr BlockRecipe kQwen2Block{.qkv_bias = true};
 constexpr BlockRecipe kPhi3Block{.fused_qkv = true, .fused_gate_up = true};
 constexpr BlockRecipe kQwen3Block{.qk_norm = true};
+constexpr BlockRecipe kGemmaBlock{.scaled_embd = true};
 constexpr BlockRecipe kGemma2Block{.post_norms = true, .scaled_embd = true};
 constexpr BlockRecipe kGemma3Block{.qk_norm = true, .post_norms = true, .scaled_embd = true};
-constexpr std::array<ArchTraits, 9> kArchs = {{
+constexpr std::array<ArchTraits, 10> kArchs = {{
     {"llama", NormType::Rms, RopeType::Normal, FfnActivation::Silu, FfnActivation::Relu, false,
      2048, kLlamaBlock},
     {"bamboo", NormType::Rms, RopeType::Normal, FfnActivation::Relu, FfnActivation::Relu, true,
@@ -62,6 +64,8 @@ constexpr std::array<ArchTraits, 9> kArchs = {{
      kPhi3Block},
     {"qwen3", NormType::Rms, RopeType::Neox, FfnActivation::Silu, FfnActivation::Relu, false,
      40960, kQwen3Block},
+    {"gemma", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
+     8192, kGemmaBlock},
     {"gemma2", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,
      8192, kGemma2Block, 2},
     {"gemma3", NormType::Rms, RopeType::Neox, FfnActivation::Gelu, FfnActivation::Relu, false,

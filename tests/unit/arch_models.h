@@ -97,7 +97,7 @@ struct TinyModel {
     }
     add_linear("output.weight", kEmbd, kVocab, 2.0f);
   }
-  bool gemma() const { return arch == "gemma2" || arch == "gemma3"; }
+  bool gemma() const { return arch == "gemma" || arch == "gemma2" || arch == "gemma3"; }
   bool rms() const { return arch == "qwen2" || arch == "qwen3" || gemma() || arch == "phi3"; }
   // A pre-norm RMSNorm layer with separate q/k/v (no biases) and a gated FFN, with per-head q/k
   // norms (qwen3) or norms after each half (gemma2) where asked.
@@ -297,6 +297,19 @@ inline TinyModel make_qwen3() {
   m.head_dim = 2 * kHeadDim;
   m.add_ends(true);
   for (int64_t il = 0; il < kLayers; ++il) m.add_gated_layer(il, /*head_norms=*/true, false);
+  return m;
+}
+
+// Gemma (1): the Llama block with embeddings times sqrt(n_embd), NeoX RoPE, a GELU-gated FFN,
+// output tied to the embeddings, and (as Gemma-7B's 16 heads of 256 in 3072) heads wider than
+// n_embd / n_head.
+inline TinyModel make_gemma() {
+  TinyModel m;
+  m.arch = "gemma";
+  m.head_dim = 2 * kHeadDim;
+  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
+  m.add_rms_norm("output_norm");
+  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, false, false);
   return m;
 }
 

@@ -184,6 +184,18 @@ TEST(Qwen3, HeadWidthKeysAreChecked) {
             std::string::npos);
 }
 
+TEST(Gemma, MatchesReferenceWithScaledEmbeddingsAndTiedOutput) {
+  const TinyModel m = make_gemma();
+  const std::string path = m.write("gemma.gguf");
+  const auto model = Model::load(path);
+  EXPECT_TRUE(model->config().block.scaled_embd);
+  EXPECT_FALSE(model->config().block.post_norms);
+  EXPECT_TRUE(model->config().tied_output);
+  EXPECT_EQ(model->config().head_dim, 2 * kHeadDim);
+  expect_matches_reference(m, "gelu", path);
+  expect_matches_reference(m, "gelu", path, SparseMode::Oracle);
+}
+
 TEST(Gemma2, MatchesReferenceWithPostNormsSoftCapsAndAlternatingWindow) {
   const TinyModel m = make_gemma2();
   const std::string path = m.write("gemma2.gguf");
