@@ -98,7 +98,9 @@ struct TinyModel {
     add_linear("output.weight", kEmbd, kVocab, 2.0f);
   }
   bool gemma() const { return arch == "gemma" || arch == "gemma2" || arch == "gemma3"; }
-  bool rms() const { return arch == "qwen2" || arch == "qwen3" || gemma() || arch == "phi3"; }
+  bool rms() const {
+    return arch == "llama" || arch == "qwen2" || arch == "qwen3" || gemma() || arch == "phi3";
+  }
   // A pre-norm RMSNorm layer with separate q/k/v (no biases) and a gated FFN, with per-head q/k
   // norms (qwen3) or norms after each half (gemma2) where asked.
   void add_gated_layer(int64_t il, bool head_norms, bool post_norms) {
@@ -300,6 +302,18 @@ inline TinyModel make_qwen3() {
   return m;
 }
 
+// Llama with heads narrower than n_embd / n_head (Mistral-Nemo's 32 heads of 128 in 5120):
+// attention.key_length sets them, q_dim 32 against n_embd 64.
+inline TinyModel make_llama_narrow_heads() {
+  TinyModel m;
+  m.arch = "llama";
+  m.n_head_kv = 2;
+  m.head_dim = kHeadDim / 2;
+  m.add_ends(true);
+  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, false, false);
+  return m;
+}
+
 // Gemma (1): the Llama block with embeddings times sqrt(n_embd), NeoX RoPE, a GELU-gated FFN,
 // output tied to the embeddings, and (as Gemma-7B's 16 heads of 256 in 3072) heads wider than
 // n_embd / n_head.
@@ -444,9 +458,10 @@ struct RopeScaling {
   double freq_scale = 1.0;  // linear scaling: positions times this
 };
 
-// NeoX rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2).
+// Rotary embedding of every head of x at position pos: pairs (i, i + head_dim / 2) (NeoX), or
+// adjacent pairs (2i, 2i + 1) (`normal`, Llama's).
 inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& rs = {},
-                      int64_t head_dim = kHeadDim) {
+                      int64_t head_dim = kHeadDim, bool normal = false) {
   const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     double* v = x.data() + h * head_dim;
@@ -455,9 +470,11 @@ inline void rope_neox(Vec& x, int64_t n_heads, int64_t pos, const RopeScaling& r
           rs.freq_scale * double(pos) * std::pow(rs.base, -2.0 * double(i) / double(head_dim));
       if (rs.divisors) theta /= (*rs.divisors)[static_cast<size_t>(i)];
       const double c = rs.mscale * std::cos(theta), s = rs.mscale * std::sin(theta);
-      const double x0 = v[i], x1 = v[i + half];
-      v[i] = x0 * c - x1 * s;
-      v[i + half] = x0 * s + x1 * c;
+      double& a = normal ? v[2 * i] : v[i];
+      double& b = normal ? v[2 * i + 1] : v[i + half];
+      const double x0 = a, x1 = b;
+      a = x0 * c - x1 * s;
+      b = x0 * s + x1 * c;
     }
   }
 }
@@ -545,8 +562,9 @@ class Reference {
     rope.base = m_.rope_base;
     rope.freq_scale = 1.0 / m_.rope_linear;
     if (m_.rope_base_swa > 0 && slides(il)) rope = RopeScaling{.base = m_.rope_base_swa};
-    rope_neox(q, kHead, pos, rope, m_.head_dim);
-    rope_neox(k, m_.n_head_kv, pos, rope, m_.head_dim);
+    const bool normal = m_.arch == "llama";
+    rope_neox(q, kHead, pos, rope, m_.head_dim, normal);
+    rope_neox(k, m_.n_head_kv, pos, rope, m_.head_dim, normal);
     Vec a = linear(m_.at(p + "attn_output.weight"), attend(il, q, k, v));
     if (m_.find(p + "post_attention_norm.weight")) a = rms_norm(a, m_, p + "post_attention_norm");
     add(x, a);

@@ -184,6 +184,16 @@ TEST(Qwen3, HeadWidthKeysAreChecked) {
             std::string::npos);
 }
 
+TEST(Llama, HeadsNarrowerThanTheEmbeddingMatchTheReference) {
+  const TinyModel m = make_llama_narrow_heads();
+  const std::string path = m.write("llama-narrow.gguf");
+  const auto model = Model::load(path);
+  EXPECT_EQ(model->config().head_dim, kHeadDim / 2);
+  EXPECT_EQ(model->config().rope_type, RopeType::Normal);
+  expect_matches_reference(m, "silu", path);
+  expect_matches_reference(m, "silu", path, SparseMode::Oracle);
+}
+
 TEST(Gemma, MatchesReferenceWithScaledEmbeddingsAndTiedOutput) {
   const TinyModel m = make_gemma();
   const std::string path = m.write("gemma.gguf");
