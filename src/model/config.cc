@@ -32,13 +32,13 @@ struct ArchTraits {
 // NeoX RoPE, often a sliding window ({arch}.attention.sliding_window, read for every arch).
 // Falcon: attention and FFN side by side on one LayerNorm (Falcon-40B adds attn_norm_2, the
 // attention's own), one fused QKV. OPT (Meta's pre-LayerNorm OPT-1.3B and larger): biases on
-// every projection, learned absolute positions. Gemma: the Llama block with embeddings scaled
-// by sqrt(n_embd), NeoX RoPE, GELU-gated FFN, tied output. Gemma 2: embeddings scaled by sqrt(n_embd), a
-// norm after each half as well as before it, GELU-gated FFN, soft-capped attention scores and
-// logits, a sliding window on every other layer, tied output. Gemma 3: Gemma 2's block with
-// Qwen3's per-head q/k norms and no soft-caps; five sliding layers to one global, the sliding ones
-// with RoPE base 10000 unscaled. Qwen3: the Llama block with an RMSNorm of every
+// every projection, learned absolute positions. Qwen3: the Llama block with an RMSNorm of every
 // head's q and k before RoPE, NeoX RoPE, and heads wider than n_embd / n_head in some sizes.
+// Gemma: the Llama block with embeddings scaled by sqrt(n_embd), NeoX RoPE, GELU-gated FFN, tied
+// output. Gemma 2: Gemma's, plus a norm after each half as well as before it, soft-capped
+// attention scores and logits, and a sliding window on every other layer. Gemma 3: Gemma 2's
+// block with Qwen3's per-head q/k norms and no soft-caps; five sliding layers to one global, the
+// sliding ones with RoPE base 10000 unscaled.
 constexpr BlockRecipe kLlamaBlock{};
 constexpr BlockRecipe kFalconBlock{.parallel = true, .norm_bias = true, .fused_qkv = true};
 constexpr BlockRecipe kOptBlock{.norm_bias = true, .qkv_bias = true, .out_bias = true,
@@ -222,8 +222,8 @@ int64_t read_head_dim(const gguf::GgufFile& file, const KeyReader& keys, const M
   }
   const int64_t value_length = keys.optional_int("attention.value_length", head_dim, 1, 4096);
   if (value_length != head_dim) {
-    fail(file.path(), ": ", c.arch, ".attention.value_length ", value_length, " differs from key_length ",
-         head_dim, ", which Hearth does not support");
+    fail(file.path(), ": ", c.arch, ".attention.value_length ", value_length,
+         " differs from key_length ", head_dim, ", which Hearth does not support");
   }
   return head_dim;
 }

@@ -157,11 +157,7 @@ void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
   }
   block_norm(ctx, config, xs, w.output_norm, w.output_norm_b, rows, xn.f32());
   linear(ctx, w.output, xn.f32(), rows, out);
-  if (config.final_softcap > 0.0f) {
-    const float cap = config.final_softcap, inv = 1.0f / cap;
-    const int64_t count = rows * config.n_vocab;
-    for (int64_t i = 0; i < count; ++i) out[i] = cap * std::tanh(out[i] * inv);
-  }
+  if (config.final_softcap > 0.0f) vec_soft_cap(out, config.final_softcap, rows * config.n_vocab);
 }
 
 }  // namespace hearth

@@ -77,7 +77,9 @@ void visit_ffn(const ModelConfig& c, const std::string& p, LayerWeights& l,
     const char* down = l.ffn_down.present() ? "ffn_down.bias" : "ffn_down_t.bias";
     visit({p + down, c.n_embd, 1, true, nullptr, &l.ffn_down_b});
   }
-  if (b.post_norms) visit({p + "post_ffw_norm.weight", c.n_embd, 1, true, nullptr, &l.ffn_post_norm});
+  if (b.post_norms) {
+    visit({p + "post_ffw_norm.weight", c.n_embd, 1, true, nullptr, &l.ffn_post_norm});
+  }
   visit({p + "fc1.weight", c.n_embd, kAnyDim, false, &l.fc1, nullptr});
   // fc2's input width is whatever fc1 turned out to have (any when there is no fc1: then fc2
   // must be absent too, which bind_weights checks).

@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "ops/attention_tile.h"
 #include "ops/avx2/ops_avx2.h"
+#include "ops/vec.h"
 
 namespace hearth {
 namespace {
@@ -44,7 +45,7 @@ void attention_tile_scalar(const Tile& t) {
       for (int d = 0; d < hd; ++d) dot += q[d] * cache_elem(t.k, t.f16, row + d);
       s[j] = dot * t.scale;
     }
-    if (t.softcap > 0.0f) attention_detail::soft_cap(s + j0, n - j0, t.softcap);
+    if (t.softcap > 0.0f) vec_soft_cap(s + j0, t.softcap, n - j0);
     for (int64_t j = j0; j < n; ++j) max = s[j] > max ? s[j] : max;
     float sum = 0.0f;
     for (int64_t j = j0; j < n; ++j) {

@@ -129,10 +129,10 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   add_bias(isa, s.q, l.bq, n, q_dim);
   add_bias(isa, s.k, l.bk, n, kv_dim);
   add_bias(isa, s.v, l.bv, n, kv_dim);
-  if (l.attn_q_norm) rms_norm_rows(ctx, s.q, l.attn_q_norm, c.norm_eps, n * n_head, head_dim, s.q);
-  if (l.attn_k_norm) {
-    rms_norm_rows(ctx, s.k, l.attn_k_norm, c.norm_eps, n * n_head_kv, head_dim, s.k);
-  }
+  // Per-head norms: rows of head_dim, in place.
+  const float eps = c.norm_eps;
+  if (l.attn_q_norm) rms_norm_rows(ctx, s.q, l.attn_q_norm, eps, n * n_head, head_dim, s.q);
+  if (l.attn_k_norm) rms_norm_rows(ctx, s.k, l.attn_k_norm, eps, n * n_head_kv, head_dim, s.k);
   const bool rotate = c.rope_type != RopeType::None;
   for (const AttentionChunk& ch : chunks) {
     float* const qc = s.q + ch.row0 * q_dim;

@@ -3,18 +3,11 @@
 // to the scalar or the AVX2 tile kernel.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 
 namespace hearth::attention_detail {
 
 inline constexpr int kMaxTileQueries = 4;
-
-// s[0, n) = cap · tanh(s / cap): the soft-cap, one score at a time, the same in every kernel.
-inline void soft_cap(float* s, int64_t n, float cap) {
-  const float inv = 1.0f / cap;
-  for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
-}
 
 struct Tile {
   int n_q = 0;                           // queries in this tile, 1..kMaxTileQueries
@@ -28,7 +21,7 @@ struct Tile {
   int64_t row_stride = 0;                // n_head_kv * head_dim
   int head_dim = 0;
   float scale = 0.0f;
-  float softcap = 0.0f;   // AttentionParams::softcap
+  float softcap = 0.0f;   // AttentionParams::softcap (vec_soft_cap before the softmax)
   bool f16 = false;       // cache elements are F16 (else F32)
   bool prefetch = false;  // K/V rows are likely not in cache (few query tokens)
 };

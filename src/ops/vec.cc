@@ -26,6 +26,11 @@ void vec_scale(cpu::Isa isa, float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+void vec_soft_cap(float* y, float cap, int64_t n) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) y[i] = cap * std::tanh(y[i] * inv);
+}
+
 void vec_axpy(cpu::Isa isa, float* y, float a, const float* x, int64_t n) {
   if (ops_avx2::enabled(isa)) return ops_avx2::vec_axpy(y, a, x, n);
   // std::fma so that the scalar reference rounds once per element, like the FMA variant.

@@ -22,6 +22,10 @@ void vec_mul(cpu::Isa isa, float* y, const float* x, int64_t n);
 // y[n] *= s
 void vec_scale(cpu::Isa isa, float* y, float s, int64_t n);
 
+// y[n] = cap · tanh(y[n] / cap): a soft-cap (Gemma 2's attention scores and logits). One plain
+// loop for every ISA, so that every attention kernel caps its scores to the same bits.
+void vec_soft_cap(float* y, float cap, int64_t n);
+
 // y[n] += a * x[n]
 void vec_axpy(cpu::Isa isa, float* y, float a, const float* x, int64_t n);
 

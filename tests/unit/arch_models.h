@@ -87,15 +87,16 @@ struct TinyModel {
     add(name + ".bias", {kEmbd}, 0.1f);
   }
   void add_rms_norm(const std::string& name) { add(name + ".weight", {kEmbd}, 0.1f, 1.0f); }
-  // The token embeddings, the final norm (RMS or Layer) and a separate output matrix.
-  void add_ends(bool rms_norm) {
+  // The token embeddings, the final norm (RMS or Layer) and, unless the output is tied to the
+  // embeddings, a separate output matrix.
+  void add_ends(bool rms_norm, bool tied = false) {
     add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
     if (rms_norm) {
       add_rms_norm("output_norm");
     } else {
       add_norm("output_norm");
     }
-    add_linear("output.weight", kEmbd, kVocab, 2.0f);
+    if (!tied) add_linear("output.weight", kEmbd, kVocab, 2.0f);
   }
   bool gemma() const { return arch == "gemma" || arch == "gemma2" || arch == "gemma3"; }
   bool rms() const {
@@ -103,6 +104,9 @@ struct TinyModel {
   }
   // A pre-norm RMSNorm layer with separate q/k/v (no biases) and a gated FFN, with per-head q/k
   // norms (qwen3) or norms after each half (gemma2) where asked.
+  void add_gated_layers(bool head_norms, bool post_norms) {
+    for (int64_t il = 0; il < n_layer; ++il) add_gated_layer(il, head_norms, post_norms);
+  }
   void add_gated_layer(int64_t il, bool head_norms, bool post_norms) {
     const std::string p = "blk." + std::to_string(il) + ".";
     add_rms_norm(p + "attn_norm");
@@ -298,7 +302,7 @@ inline TinyModel make_qwen3() {
   m.n_head_kv = 2;
   m.head_dim = 2 * kHeadDim;
   m.add_ends(true);
-  for (int64_t il = 0; il < kLayers; ++il) m.add_gated_layer(il, /*head_norms=*/true, false);
+  m.add_gated_layers(/*head_norms=*/true, false);
   return m;
 }
 
@@ -310,7 +314,7 @@ inline TinyModel make_llama_narrow_heads() {
   m.n_head_kv = 2;
   m.head_dim = kHeadDim / 2;
   m.add_ends(true);
-  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, false, false);
+  m.add_gated_layers(false, false);
   return m;
 }
 
@@ -321,9 +325,8 @@ inline TinyModel make_gemma() {
   TinyModel m;
   m.arch = "gemma";
   m.head_dim = 2 * kHeadDim;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, false, false);
+  m.add_ends(true, /*tied=*/true);
+  m.add_gated_layers(false, false);
   return m;
 }
 
@@ -339,9 +342,8 @@ inline TinyModel make_gemma2() {
   m.swa_pattern = 2;
   m.attn_softcap = 3.0f;
   m.final_softcap = 2.0f;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  for (int64_t il = 0; il < kLayers; ++il) m.add_gated_layer(il, false, /*post_norms=*/true);
+  m.add_ends(true, /*tied=*/true);
+  m.add_gated_layers(false, /*post_norms=*/true);
   return m;
 }
 
@@ -359,9 +361,8 @@ inline TinyModel make_gemma3() {
   m.rope_base_swa = 10000.0;
   m.rope_base = 1000.0;
   m.rope_linear = 2.0;
-  m.add("token_embd.weight", {kEmbd, kVocab}, 1.0f);
-  m.add_rms_norm("output_norm");
-  for (int64_t il = 0; il < m.n_layer; ++il) m.add_gated_layer(il, true, /*post_norms=*/true);
+  m.add_ends(true, /*tied=*/true);
+  m.add_gated_layers(/*head_norms=*/true, /*post_norms=*/true);
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include "ops/attention_tile.h"
 #include "ops/avx2/ops_avx2.h"
 #include "ops/avx2/simd.h"
+#include "ops/vec.h"
 
 namespace hearth::ops_avx2 {
 namespace {
@@ -157,7 +158,7 @@ void tile_kernel(const Tile& t) {
   float inv[NQ];
   for (int i = 0; i < NQ; ++i) {
     if (t.softcap > 0.0f) {
-      attention_detail::soft_cap(t.scores[i] + t.first[i], t.n_vis[i] - t.first[i], t.softcap);
+      vec_soft_cap(t.scores[i] + t.first[i], t.softcap, t.n_vis[i] - t.first[i]);
     }
     inv[i] = softmax_row(t.scores[i], j0, t.first[i], t.n_vis[i], n_kv);
   }
