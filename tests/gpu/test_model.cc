@@ -91,7 +91,7 @@ HostAttention::HostAttention(const TestModel& model, int64_t n_ctx, int n_seq, K
   for (int64_t il = 0; il < c.n_layer; ++il) {
     const LayerWeights& l = model.layer(il);
     for (const Matrix* w : {&l.wq, &l.wk, &l.wv, &l.wo}) {
-      if (!exact_weights || (w->type != DType::Q8_0 && w->type != DType::Q4_0)) {
+      if (!exact_weights || !quantized(w->type)) {
         projections_.push_back(*w);
         continue;
       }
