@@ -22,142 +22,113 @@ namespace hearth {
 
 void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool all_rows) {
   // x[n, n_embd] = token_embd[tokens], the chunks one after the other.
-  const Matrix& embd = model.weights.token_embd;
-  const int64_t n_embd = config.n_embd;
-  int64_t n = 0;
-  n_chunks = 0;
+  const Matrix& embd = model_.weights.token_embd;
+  const int64_t n_embd = config_.n_embd;
+  const int64_t n = pass_.plan(batch, kv_);
+  int64_t row = 0;
   for (const SeqTokens& b : batch) {
-    const auto len = static_cast<int64_t>(b.tokens.size());
-    const int64_t pos0 = n_past[static_cast<size_t>(b.seq)];
-    chunk_rows[n_chunks] = len;
-    chunks[n_chunks++] = Chunk{b.seq, n, len, pos0};
-    for (int64_t t = 0; t < len; ++t, ++n) {
-      dequantize_row(embd.type, embd.row(b.tokens[static_cast<size_t>(t)]), x.f32() + n * n_embd,
-                     n_embd);
-      row_pos[static_cast<size_t>(n)] = pos0 + t;
+    for (const int32_t token : b.tokens) {
+      dequantize_row(embd.type, embd.row(token), buf_.x.f32() + row++ * n_embd, n_embd);
     }
   }
   // Every attention and output weight, less what input-sparse products skip (attention_block).
-  stats.weight_bytes += non_ffn_bytes;
-  if (config.block.scaled_embd) {
-    vec_scale(ctx.isa(), x.f32(), std::sqrt(static_cast<float>(n_embd)), n * n_embd);
+  stats_.weight_bytes += non_ffn_bytes_;
+  if (config_.block.scaled_embd) {
+    vec_scale(ctx_.isa(), buf_.x.f32(), std::sqrt(static_cast<float>(n_embd)), n * n_embd);
   }
-  if (config.block.learned_positions) add_positions(n);
-  ffn.set_chunks({chunk_rows.data(), n_chunks});
-  for (size_t il = 0; il < model.weights.layers.size(); ++il) {
-    if (config.block.parallel) {
+  if (config_.block.learned_positions) add_positions(n);
+  ffn_.set_chunks(pass_.chunk_rows());
+  for (size_t il = 0; il < model_.weights.layers.size(); ++il) {
+    if (config_.block.parallel) {
       parallel_layer(il, n);
     } else {
       sequential_layer(il, n);
     }
   }
   output_head(n, out, all_rows);
-  for (const Chunk& c : std::span(chunks.data(), n_chunks)) {
-    n_past[static_cast<size_t>(c.seq)] += static_cast<int32_t>(c.n);
-  }
-  stats.tokens += static_cast<uint64_t>(n);
+  for (const PassLayout::Chunk& c : pass_.chunks()) kv_.advance(c.seq, c.n);
+  stats_.tokens += static_cast<uint64_t>(n);
 }
 
 void Session::Impl::add_positions(int64_t n) {
-  const Weights& w = model.weights;
-  const int64_t n_embd = config.n_embd, offset = config.block.pos_offset;
+  const Weights& w = model_.weights;
+  const int64_t n_embd = config_.n_embd, offset = config_.block.pos_offset;
   // The position table ends the context: there is nothing to read past its last row.
   const int64_t n_pos = w.pos_embd.rows - offset;
-  float* const row = attn_out.f32();  // [n_embd] scratch until the first layer's attention
+  float* const row = buf_.pos_row.f32();
   for (int64_t t = 0; t < n; ++t) {
-    if (row_pos[t] >= n_pos) {
-      fail("position ", row_pos[t], " is past the ", n_pos, " learned positions of this ",
-           config.arch, " model; use a context of at most ", n_pos, " tokens");
+    const int64_t pos = pass_.position(t);
+    if (pos >= n_pos) {
+      fail("position ", pos, " is past the ", n_pos, " learned positions of this ", config_.arch,
+           " model; use a context of at most ", n_pos, " tokens");
     }
-    dequantize_row(w.pos_embd.type, w.pos_embd.row(row_pos[t] + offset), row, n_embd);
-    vec_add(ctx.isa(), x.f32() + t * n_embd, row, n_embd);
+    dequantize_row(w.pos_embd.type, w.pos_embd.row(pos + offset), row, n_embd);
+    vec_add(ctx_.isa(), buf_.x.f32() + t * n_embd, row, n_embd);
   }
 }
 
 void Session::Impl::sequential_layer(size_t il, int64_t n) {
-  const LayerWeights& l = model.weights.layers[il];
-  float* const xs = x.f32();
+  const LayerWeights& l = model_.weights.layers[il];
+  float* const xs = buf_.x.f32();
   run_attention(il, n);
-  block_norm(ctx, config, xs, l.ffn_norm, l.ffn_norm_b, n, xn.f32());
-  run_ffn(il, xn.f32(), xs, n);
-  float* const f = ffn_out.f32();
-  if (l.ffn_post_norm) block_norm(ctx, config, f, l.ffn_post_norm, nullptr, n, f);
-  vec_add(ctx.isa(), xs, f, n * config.n_embd);
+  block_norm(ctx_, config_, xs, l.ffn_norm, l.ffn_norm_b, n, buf_.xn.f32());
+  run_ffn(il, buf_.xn.f32(), xs, n);
+  float* const f = buf_.ffn_out.f32();
+  if (l.ffn_post_norm) block_norm(ctx_, config_, f, l.ffn_post_norm, nullptr, n, f);
+  vec_add(ctx_.isa(), xs, f, n * config_.n_embd);
 }
 
 void Session::Impl::parallel_layer(size_t il, int64_t n) {
-  const LayerWeights& l = model.weights.layers[il];
-  float* const xs = x.f32();
-  float* const h = xn.f32();
-  block_norm(ctx, config, xs, l.attn_norm, l.attn_norm_b, n, h);
+  const LayerWeights& l = model_.weights.layers[il];
+  float* const xs = buf_.x.f32();
+  float* const h = buf_.xn.f32();
+  block_norm(ctx_, config_, xs, l.attn_norm, l.attn_norm_b, n, h);
   const float* a = h;
   if (l.attn_norm_2) {
-    block_norm(ctx, config, xs, l.attn_norm_2, l.attn_norm_2_b, n, xa.f32());
-    a = xa.f32();
+    block_norm(ctx_, config_, xs, l.attn_norm_2, l.attn_norm_2_b, n, buf_.xa.f32());
+    a = buf_.xa.f32();
   }
-  TraceScope span(trace.get(), TraceRecorder::kHost, "attention");
-  attention_block(ctx, config, layer_attention(attn, config, static_cast<int64_t>(il)),
-                  layer_rope(il), l, layer_chunks(il), attn_scratch, a, n, attn_out.f32(),
-                  attention_thresholds(il, n));
+  TraceScope span(trace_.get(), TraceRecorder::kHost, "attention");
+  attention_block(ctx_, config_, layer_attention(attn_, config_, static_cast<int64_t>(il)),
+                  layer_rope(il), l, layer_chunks(il), attn_scratch_, a, n, buf_.attn_out.f32(),
+                  sparsity_.attention(il, n, stats_));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
-  float* const ao = attn_out.f32();
-  vec_add(ctx.isa(), ao, ffn_out.f32(), n * config.n_embd);
-  vec_add(ctx.isa(), xs, ao, n * config.n_embd);
+  float* const ao = buf_.attn_out.f32();
+  vec_add(ctx_.isa(), ao, buf_.ffn_out.f32(), n * config_.n_embd);
+  vec_add(ctx_.isa(), xs, ao, n * config_.n_embd);
 }
 
 const RopeTable& Session::Impl::layer_rope(size_t il) const {
   const bool own =
-      config.rope_freq_base_swa > 0.0f && config.sliding_layer(static_cast<int64_t>(il));
-  return own ? rope_swa : rope;
+      config_.rope_freq_base_swa > 0.0f && config_.sliding_layer(static_cast<int64_t>(il));
+  return own ? rope_swa_ : rope_;
 }
 
 std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {
-  const size_t seq_bytes = kv_cache_bytes(attn);
-  for (size_t i = 0; i < n_chunks; ++i) {
-    const Chunk& c = chunks[i];
-    const size_t at = static_cast<size_t>(c.seq) * seq_bytes;
-    attn_chunks[i] = AttentionChunk{c.row0, c.n, c.pos0,
-                                    static_cast<char*>(k_cache[il].data()) + at,
-                                    static_cast<char*>(v_cache[il].data()) + at};
-    // As the FFN decides (sparse::FfnExecutor): decode-sized chunks, or all when prompts are too.
-    attn_chunks[i].sparse = sparse_mode == SparseMode::Threshold &&
-                            (sparse_prompt || c.n <= sparse::kMaxSparseBatch);
-  }
-  return {attn_chunks.data(), n_chunks};
-}
-
-AttentionThresholds Session::Impl::attention_thresholds(size_t il, int64_t n) {
-  if (thresholds.empty()) return {};
-  AttentionThresholds th{thresholds[il].attn_in, thresholds[il].attn_out,
-                         static_cast<int32_t>(il), &stats};
-  // Sparse rows read the input-major copies: a decode step's, and a prompt's when prompts are
-  // sparse (so that every token gets what it gets alone).
-  if (input_major && (n <= sparse::kMaxSparseBatch || sparse_prompt)) {
-    th.input_major = &input_major->layers[il];
-  }
-  return th;
+  return pass_.attention_chunks(il, kv_, sparsity_.attention_sparse_rows());
 }
 
 // logits = output · norm(x): of every row into out when all_rows, else of each chunk's last row.
 void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
-  const Weights& w = model.weights;
-  const int64_t n_embd = config.n_embd;
-  float* const xs = x.f32();
+  const Weights& w = model_.weights;
+  const int64_t n_embd = config_.n_embd;
+  float* const xs = buf_.x.f32();
   int64_t rows = n;
   if (!all_rows) {
     // The chunks' last rows to the front of x; row i comes from a row at or after i, so moving
     // them in order never overwrites one still to be read.
-    rows = static_cast<int64_t>(n_chunks);
+    const std::span<const PassLayout::Chunk> chunks = pass_.chunks();
+    rows = static_cast<int64_t>(chunks.size());
     for (int64_t i = 0; i < rows; ++i) {
-      const Chunk& ch = chunks[static_cast<size_t>(i)];
+      const PassLayout::Chunk& ch = chunks[static_cast<size_t>(i)];
       const int64_t last = ch.row0 + ch.n - 1;
       if (last != i) std::memcpy(xs + i * n_embd, xs + last * n_embd, n_embd * sizeof(float));
     }
   }
-  block_norm(ctx, config, xs, w.output_norm, w.output_norm_b, rows, xn.f32());
-  linear(ctx, w.output, xn.f32(), rows, out);
-  if (config.final_softcap > 0.0f) vec_soft_cap(out, config.final_softcap, rows * config.n_vocab);
+  block_norm(ctx_, config_, xs, w.output_norm, w.output_norm_b, rows, buf_.xn.f32());
+  linear(ctx_, w.output, buf_.xn.f32(), rows, out);
+  if (config_.final_softcap > 0.0f) vec_soft_cap(out, config_.final_softcap, rows * config_.n_vocab);
 }
 
 }  // namespace hearth

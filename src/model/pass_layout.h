@@ -1,0 +1,50 @@
+// The rows of one forward pass: the chunks of several sequences one after the other, each at the
+// end of its sequence, and every row's position. Internal to src/model/.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hearth/session.h"
+#include "model/kv_cache.h"
+#include "ops/attention_block.h"
+
+namespace hearth {
+
+class PassLayout {
+ public:
+  // One sequence's tokens in the pass: activation rows row0 .. row0 + n - 1, at positions
+  // pos0 .. pos0 + n - 1 of the sequence.
+  struct Chunk {
+    int32_t seq = 0;
+    int64_t row0 = 0;
+    int64_t n = 0;
+    int64_t pos0 = 0;
+  };
+
+  PassLayout() = default;
+  PassLayout(int32_t n_seq, int32_t n_batch);
+
+  // Lays out a checked batch (at most n_seq chunks and n_batch tokens) from row 0; returns its
+  // rows.
+  int64_t plan(std::span<const SeqTokens> batch, const KvCache& kv);
+
+  std::span<const Chunk> chunks() const { return {chunks_.data(), n_chunks_}; }
+  // [chunks] each chunk's rows, for the FFN executor
+  std::span<const int64_t> chunk_rows() const { return {chunk_rows_.data(), n_chunks_}; }
+  int64_t position(int64_t row) const { return row_pos_[static_cast<size_t>(row)]; }
+
+  // The chunks with layer il's caches. Chunks of at most sparse_rows rows are marked sparse (their
+  // rows apply the layer's attention thresholds).
+  std::span<const AttentionChunk> attention_chunks(size_t il, KvCache& kv, int64_t sparse_rows);
+
+ private:
+  std::vector<Chunk> chunks_;                 // [n_seq] capacity; the pass uses n_chunks_
+  size_t n_chunks_ = 0;
+  std::vector<int64_t> chunk_rows_;           // [n_seq]
+  std::vector<int64_t> row_pos_;              // [n_batch]
+  std::vector<AttentionChunk> attn_chunks_;   // [n_seq]
+};
+
+}  // namespace hearth

@@ -1,0 +1,87 @@
+#include "model/session_sparsity.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "sparse/ffn.h"
+
+namespace hearth {
+
+namespace {
+
+SparseMode resolve_mode(const SessionOptions& o, const Model& m) {
+  const SparseMode requested = o.sparse;
+  if (requested == SparseMode::Auto) return m.impl().auto_sparse_mode();
+  if (requested == SparseMode::Predictor && !m.has_predictors()) {
+    fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
+         "not have; make them with hearth calibrate, or use --sparse oracle");
+  }
+  if (requested == SparseMode::Threshold && !m.has_thresholds() && o.thresholds.empty()) {
+    fail(m.path(), ": --sparse threshold needs per-layer thresholds (hearth.*_thresholds), "
+         "which this model does not have; make them with hearth calibrate --sparsity F");
+  }
+  if (!o.thresholds.empty() &&
+      static_cast<int64_t>(o.thresholds.size()) != m.config().n_layer) {
+    fail("the session got thresholds for ", o.thresholds.size(), " layers; the model has ",
+         m.config().n_layer);
+  }
+  return requested;
+}
+
+// Whether thresholds skip inputs of the attention or of gate/up (model-wide files), whose
+// products then read input-major copies in decode steps.
+bool model_wide(const std::vector<LayerThresholds>& thresholds) {
+  return std::any_of(thresholds.begin(), thresholds.end(), [](const LayerThresholds& t) {
+    return t.attn_in > 0 || t.attn_out > 0 || t.ffn_in > 0;
+  });
+}
+
+}  // namespace
+
+SessionSparsity::SessionSparsity(const SessionOptions& o, const Model& m)
+    : mode_(resolve_mode(o, m)),
+      audit_(o.sparse_audit && mode_ == SparseMode::Predictor) {
+  const ModelConfig& c = m.config();
+  if (mode_ == SparseMode::Threshold) thresholds_ = o.thresholds.empty() ? c.thresholds : o.thresholds;
+  // Model-wide thresholds read input-major copies on models at least input_major_min_width wide.
+  const bool input_major = model_wide(thresholds_) && c.n_embd >= o.input_major_min_width;
+  if (input_major) input_major_ = &m.impl().input_major();
+  // Prompts through the copies would be slow, so there they are dense unless asked for.
+  sparse_prompt_ = o.sparse_prompt ? *o.sparse_prompt : !input_major;
+}
+
+int64_t SessionSparsity::input_major_rows(int32_t n_batch) const {
+  if (!input_major_) return 0;
+  return sparse_prompt_ ? n_batch : std::min<int64_t>(n_batch, sparse::kMaxSparseBatch);
+}
+
+float SessionSparsity::ffn_threshold(const ModelConfig& c, size_t il, float override) const {
+  switch (mode_) {
+    case SparseMode::Predictor:
+      if (!std::isnan(override)) return override;
+      return c.predictor_thresholds.empty() ? c.sparse_threshold : c.predictor_thresholds[il];
+    case SparseMode::Threshold: return thresholds_[il].gate;
+    default: return 0.0f;
+  }
+}
+
+int64_t SessionSparsity::attention_sparse_rows() const {
+  if (mode_ != SparseMode::Threshold) return 0;
+  return sparse_prompt_ ? std::numeric_limits<int64_t>::max() : sparse::kMaxSparseBatch;
+}
+
+AttentionThresholds SessionSparsity::attention(size_t il, int64_t n, SparseStats& stats) const {
+  if (thresholds_.empty()) return {};
+  AttentionThresholds th{thresholds_[il].attn_in, thresholds_[il].attn_out,
+                         static_cast<int32_t>(il), &stats};
+  // Sparse rows read the input-major copies: a decode step's, and a prompt's when prompts are
+  // sparse (so that every token gets what it gets alone).
+  if (input_major_ && (n <= sparse::kMaxSparseBatch || sparse_prompt_)) {
+    th.input_major = &input_major_->layers[il];
+  }
+  return th;
+}
+
+}  // namespace hearth
