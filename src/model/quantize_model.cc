@@ -8,10 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
@@ -199,19 +197,7 @@ void convert_tensor(const gguf::TensorInfo& t, DType to, bool search, const Imat
   const auto n_threads = static_cast<int>(
       std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), rows / 16 + 1));
   cpu::ThreadPool pool(n_threads);
-  // Pool tasks must not throw: the first error is kept and rethrown here.
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  pool.run([&](int ith, int nth) {
-    try {
-      const auto [first, last] = cpu::split_range(rows, ith, nth);
-      convert_rows(first, last);
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
-    }
-  });
-  if (error) std::rethrow_exception(error);
+  cpu::run_ranges(pool, rows, convert_rows);
 }
 
 }  // namespace

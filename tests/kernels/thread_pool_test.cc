@@ -127,5 +127,24 @@ TEST(ThreadPool, TurnsRunInThreadOrder) {
 
 TEST(ThreadPool, RejectsZeroThreads) { EXPECT_THROW(ThreadPool pool(0), Error); }
 
+TEST(ThreadPool, RunRangesCoversEachIndexOnceAndRethrows) {
+  for (const int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{7}, int64_t{1000}}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      run_ranges(pool, n, [&](int64_t first, int64_t last) {
+        ASSERT_LT(first, last);
+        for (int64_t i = first; i < last; ++i) seen[static_cast<size_t>(i)]++;
+      });
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)].load(), 1) << i;
+    }
+    // Every range throws; one error comes back, and the pool stays usable.
+    EXPECT_THROW(run_ranges(pool, 10, [](int64_t, int64_t) { fail("range failed"); }), Error);
+    std::atomic<int64_t> total{0};
+    run_ranges(pool, 10, [&](int64_t first, int64_t last) { total += last - first; });
+    EXPECT_EQ(total.load(), 10);
+  }
+}
+
 }  // namespace
 }  // namespace hearth

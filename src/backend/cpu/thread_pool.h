@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -106,6 +108,25 @@ inline std::pair<int64_t, int64_t> split_range(int64_t n, int ith, int nth) {
   const int64_t per = n / nth, rem = n % nth;
   const int64_t begin = ith * per + (ith < rem ? ith : rem);
   return {begin, begin + per + (ith < rem ? 1 : 0)};
+}
+
+// body(first, last) over [0, n), split into one contiguous range per thread (empty ones skipped).
+// Unlike a task given to run(), body may throw: the first exception is rethrown here once every
+// thread is done. For work outside decode (quantizing, making copies at load).
+template <typename Body>
+void run_ranges(ThreadPool& pool, int64_t n, const Body& body) {
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  pool.run([&](int ith, int nth) {
+    try {
+      const auto [first, last] = split_range(n, ith, nth);
+      if (first < last) body(first, last);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace hearth::cpu
