@@ -1,7 +1,6 @@
 #include "sparse/neuron_major.h"
 
 #include <algorithm>
-#include <memory>
 #include <thread>
 #include <vector>
 
@@ -28,43 +27,53 @@ namespace {
 // the dequantized matrix, instead of one float per line as a column at a time would.
 constexpr int64_t kColumnsPerPass = 16;
 
-// The transpose of w ([rows, cols] -> [cols, rows]) in `type`, its row j holding w's column
-// order[j] (j itself without an order), stored in a new buffer of `storage`. The values, and so
-// the bytes, do not depend on the thread count.
-Matrix transpose(cpu::ThreadPool& pool, const Matrix& w, DType type, const int32_t* order,
-                 std::vector<HugeBuffer>& storage) {
-  const int64_t rows = w.rows, cols = w.cols;
-  // all[rows, cols]: w dequantized once (every element is written, so it is not zeroed first).
-  const std::unique_ptr<float[]> all(new float[static_cast<size_t>(rows * cols)]);
-  cpu::run_ranges(pool, rows, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      dequantize_row(w.type, w.row(r), all.get() + r * cols, cols);
-    }
-  });
-  const int64_t rb = row_bytes(type, rows);
-  auto& blob = storage.emplace_back(static_cast<size_t>(rb * cols));
-  const int64_t passes = (cols + kColumnsPerPass - 1) / kColumnsPerPass;
-  cpu::run_ranges(pool, passes, [&](int64_t first, int64_t last) {
-    // [kColumnsPerPass, rows]: one pass's output rows before quantization.
-    std::vector<float> columns(static_cast<size_t>(kColumnsPerPass * rows));
-    int64_t source[kColumnsPerPass];
-    for (int64_t p = first; p < last; ++p) {
-      const int64_t j0 = p * kColumnsPerPass, count = std::min(kColumnsPerPass, cols - j0);
-      for (int64_t c = 0; c < count; ++c) source[c] = order ? order[j0 + c] : j0 + c;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = all.get() + r * cols;
-        for (int64_t c = 0; c < count; ++c) columns[static_cast<size_t>(c * rows + r)] = row[source[c]];
-      }
-      for (int64_t c = 0; c < count; ++c) {
-        quantize_row(type, columns.data() + c * rows, blob.data() + (j0 + c) * rb, rows);
-      }
-    }
-  });
-  return Matrix{type, blob.data(), cols, rows};
-}
-
 // A pool for making copies at load time: every core, as `hearth quantize` uses.
 int copy_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// Makes transposed copies on a pool of every core, with one buffer for the dequantized matrix
+// kept from copy to copy (a fresh one per matrix would fault its pages in again each time).
+class Transposer {
+ public:
+  Transposer() : pool_(copy_threads()) {}
+
+  // The transpose of w ([rows, cols] -> [cols, rows]) in `type`, its row j holding w's column
+  // order[j] (j itself without an order), stored in a new buffer of `storage`. The values, and
+  // so the bytes, do not depend on the thread count.
+  Matrix operator()(const Matrix& w, DType type, const int32_t* order,
+                    std::vector<HugeBuffer>& storage) {
+    const int64_t rows = w.rows, cols = w.cols;
+    // all[rows, cols]: w dequantized once.
+    if (all_.size() < static_cast<size_t>(rows * cols)) all_.resize(static_cast<size_t>(rows * cols));
+    float* const all = all_.data();
+    cpu::run_ranges(pool_, rows, [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) dequantize_row(w.type, w.row(r), all + r * cols, cols);
+    });
+    const int64_t rb = row_bytes(type, rows);
+    auto& blob = storage.emplace_back(static_cast<size_t>(rb * cols));
+    const int64_t passes = (cols + kColumnsPerPass - 1) / kColumnsPerPass;
+    cpu::run_ranges(pool_, passes, [&](int64_t first, int64_t last) {
+      // [kColumnsPerPass, rows]: one pass's output rows before quantization.
+      std::vector<float> columns(static_cast<size_t>(kColumnsPerPass * rows));
+      int64_t source[kColumnsPerPass];
+      for (int64_t p = first; p < last; ++p) {
+        const int64_t j0 = p * kColumnsPerPass, count = std::min(kColumnsPerPass, cols - j0);
+        for (int64_t c = 0; c < count; ++c) source[c] = order ? order[j0 + c] : j0 + c;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = all + r * cols;
+          for (int64_t c = 0; c < count; ++c) columns[static_cast<size_t>(c * rows + r)] = row[source[c]];
+        }
+        for (int64_t c = 0; c < count; ++c) {
+          quantize_row(type, columns.data() + c * rows, blob.data() + (j0 + c) * rb, rows);
+        }
+      }
+    });
+    return Matrix{type, blob.data(), cols, rows};
+  }
+
+ private:
+  cpu::ThreadPool pool_;
+  std::vector<float> all_;  // grows to the largest matrix copied
+};
 
 }  // namespace
 
@@ -94,13 +103,12 @@ DType input_major_type(DType t, int64_t rows) {
 
 InputMajor make_input_major(const std::vector<LayerWeights>& layers) {
   InputMajor out;
-  cpu::ThreadPool pool(copy_threads());
+  Transposer transpose;
   for (const LayerWeights& l : layers) {
     InputMajorLayer& t = out.layers.emplace_back();
-    const auto copy = [&out, &pool](const Matrix& w) {
-      return w.present()
-                 ? transpose(pool, w, input_major_type(w.type, w.rows), nullptr, out.storage)
-                 : Matrix{};
+    const auto copy = [&out, &transpose](const Matrix& w) {
+      return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
+                         : Matrix{};
     };
     t.wq_t = copy(l.wq);
     t.wk_t = copy(l.wk);
@@ -116,12 +124,12 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
                                        const std::vector<std::vector<int32_t>>& orders) {
   NeuronMajorDown out;
   out.layers.resize(layers.size());
-  cpu::ThreadPool pool(copy_threads());
+  Transposer transpose;
   for (size_t il = 0; il < layers.size(); ++il) {
     const Matrix& down = layers[il].ffn_down;  // [n_embd, n_ff]
     if (layers[il].ffn_down_t.present() || !down.present()) continue;
     const bool reordered = il < orders.size() && !orders[il].empty();
-    out.layers[il] = transpose(pool, down, neuron_major_type(down.type, down.rows),
+    out.layers[il] = transpose(down, neuron_major_type(down.type, down.rows),
                                reordered ? orders[il].data() : nullptr, out.storage);
   }
   return out;
