@@ -1,8 +1,9 @@
-// The extra error of the one-token axpy kernels that sum in 8-bit integers (Q4_0, Q4_K, Q6_K;
+// The extra error of the one-token axpy kernels that sum in 8-bit integers (Q4_0, Q8_0, Q4_K, Q6_K;
 // generic_kernels.h, kAxpyGroup): per group of 32 active rows (ascending j) and per scale unit,
 // s_j becomes S t_j with S = max|s_j| / 127 and |s_j - S t_j| <= S / 2, so output c's error is
 // at most sum_g (S_g / 2) * sum_{j in g} |q_{j,c}|, q the integer code the type multiplies by
-// its scale (Q4_0: nibble - 8; Q4_K: the nibble, its min term is exact; Q6_K: code - 32). That
+// its scale (Q4_0: nibble - 8; Q8_0: the byte; Q4_K: the nibble, its min term is exact; Q6_K:
+// code - 32). That
 // is the bound the dense matvec has from rounding its activations to 8 bits. Returned with 0.1%
 // slack for the float rounding of s_j * (127 / m) and of S; 0 where the path is float math.
 #pragma once
@@ -19,7 +20,8 @@
 namespace hearth::test {
 
 inline bool axpy_sums_in_integers(DType t, int64_t nt) {
-  return nt == 1 && (t == DType::Q4_0 || t == DType::Q4_K || t == DType::Q6_K);
+  return nt == 1 &&
+         (t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K);
 }
 
 // Of row `row`'s weight c: the scale D * s of its unit and its integer code.
@@ -29,6 +31,12 @@ inline void axpy_unit_code(DType t, const uint8_t* row, int64_t c, double& scale
     const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
     scale = fp16_to_fp32(blk.d);
     code = (i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4)) - 8;
+    return;
+  }
+  if (t == DType::Q8_0) {
+    const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+    scale = fp16_to_fp32(blk.d);
+    code = blk.qs[i];
     return;
   }
   cpu::generic::BlockCodes codes;

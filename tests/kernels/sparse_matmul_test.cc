@@ -187,17 +187,19 @@ TEST(SparseKernels, AxpyMatchesReferenceAndScalar) {
   }
 }
 
-// The one-token axpy of Q4_0, Q4_K and Q6_K sums in integers, and every vector ISA gets there its
-// own way (Q4_0 with AVX2: chunks of 8 blocks, scales read through general registers, nibbles
-// split; with AVX-512: chunks of 16 blocks, scales by word permutes, with masked loads for a last
-// chunk of under 8 or 16 blocks, whole bytes summed; the K-quants in 256- or 512-bit transposed
-// quads) into the same integer sums and float steps: the outputs must be the same bits on every
-// vector ISA. Column counts give Q4_0 chunks of 1 to 17 blocks, and 1 to 5 super-blocks.
+// The one-token axpy of Q4_0, Q8_0, Q4_K and Q6_K sums in integers, and every vector ISA gets
+// there its own way (Q4_0 with AVX2: chunks of 8 blocks, scales read through general registers,
+// nibbles split; with AVX-512: chunks of 16 blocks, scales by word permutes, with masked loads for
+// a last chunk of under 8 or 16 blocks, whole bytes summed; Q8_0 by 16-bit pair products in AVX2
+// and offset bytes in 512-bit vpdpbusd; the K-quants in 256- or 512-bit transposed quads) into
+// the same integer sums and float steps: the outputs must be the same bits on every vector ISA.
+// Column counts give Q4_0 and Q8_0 chunks of 1 to 17 blocks, and 1 to 5 super-blocks.
 TEST(SparseKernels, OneTokenIntegerAxpyIsTheSameBitsOnEveryVectorIsa) {
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const bool legacy = t == DType::Q4_0 || t == DType::Q8_0;
     const std::vector<int64_t> all_cols =
-        t == DType::Q4_0 ? std::vector<int64_t>{32, 96, 224, 256, 288, 480, 512, 544, 1056}
-                         : std::vector<int64_t>{256, 768, 1280};
+        legacy ? std::vector<int64_t>{32, 96, 224, 256, 288, 480, 512, 544, 1056}
+               : std::vector<int64_t>{256, 768, 1280};
     for (int64_t cols : all_cols) {
       const auto ldw = static_cast<size_t>(row_bytes(t, cols));
       for (int64_t nr : {1, 5, 33, 70}) {
@@ -232,7 +234,7 @@ TEST(SparseKernels, OneTokenIntegerAxpyIsTheSameBitsOnEveryVectorIsa) {
 // are within the 8-bit coefficients' bound of the exact sum.
 TEST(SparseKernels, OneTokenIntegerAxpyMatchesTheScalarReference) {
   const cpu::Kernels scalar = cpu::select_kernels(cpu::Isa::Scalar);
-  for (DType t : {DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     for (int64_t cols : {256, 1280}) {
       const auto ldw = static_cast<size_t>(row_bytes(t, cols));
       for (int64_t nr : {1, 7, 33, 70}) {
@@ -273,17 +275,17 @@ TEST(SparseKernels, OneTokenIntegerAxpyMatchesTheScalarReference) {
   }
 }
 
-// axpy_parts (Q4_0, Q4_K, Q6_K) is one axpy call per part, to the bit: parts of odd lengths
+// axpy_parts (Q4_0, Q8_0, Q4_K, Q6_K) is one axpy call per part, to the bit: parts of odd lengths
 // (groups of 32 active rows must restart at each part), empty parts, and a part whose
 // coefficients are all zero, against the same table's axpy.
 TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
-  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K})
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
     for (cpu::Isa isa : isas()) {
       const cpu::Kernels ks = cpu::select_kernels(isa);
       const cpu::WeightKernels& k = ks.weights(t);
       ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
-      for (int64_t cols : t == DType::Q4_0 ? std::vector<int64_t>{32, 288, 1056}
-                                           : std::vector<int64_t>{256, 768}) {
+      for (int64_t cols : t == DType::Q4_0 || t == DType::Q8_0 ? std::vector<int64_t>{32, 288, 1056}
+                                                               : std::vector<int64_t>{256, 768}) {
         const auto ldw = static_cast<size_t>(row_bytes(t, cols));
         const int64_t nr = 151, rows = 2 * nr + 3;
         const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 7));

@@ -29,9 +29,11 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
-// The Q4_0 and K-quant axpy entries of this table (every token count), for tables that replace
-// only part of them.
+// The Q4_0, Q8_0 and K-quant axpy entries of this table (every token count), for tables that
+// replace only part of them.
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+               const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
+void axpy_q8_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
 // T is Q4_K, Q5_K or Q6_K (instantiated in axpy_avx2.cc).
 template <DType T>

@@ -107,7 +107,6 @@ template <typename Block, typename Codes>
 struct DecodeK4 {
   static constexpr int kVecs = 4;
   static constexpr int64_t kChunkBytes = sizeof(Block) / 8;
-  using Acc1 = void;
   static void run(const uint8_t* row, int64_t c, __m256* out) {
     int sub;
     const Block& b = k_block<Block>(row, c, sub);
@@ -143,7 +142,6 @@ inline __m256i k6_codes(const BlockQ6_K& b, int sub) {
 struct DecodeQ6_K {
   static constexpr int kVecs = 4;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ6_K) / 8;
-  using Acc1 = void;
   static void run(const uint8_t* row, int64_t c, __m256* out) {
     int sub;
     const BlockQ6_K& b = k_block<BlockQ6_K>(row, c, sub);

@@ -20,7 +20,7 @@
 #include "core/quant_blocks.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/axpy_q4_0_int.h"
+#include "backend/cpu/kernels/avx2/axpy_legacy_int.h"
 #include "backend/cpu/kernels/avx2/block_formats_256.h"
 
 namespace hearth::cpu::avx2 {

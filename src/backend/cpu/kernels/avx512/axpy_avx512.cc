@@ -1,6 +1,6 @@
-// The one-token Q4_0 axpy of the AVX-512 table: the integer kernel of axpy_q4_0_int.h with both
-// of its passes in AVX-512. The integer sums and the final FMA are those of the AVX2 kernel, so
-// the outputs are the same bits. Other token counts stay AVX2.
+// The one-token Q4_0 and Q8_0 axpy of the AVX-512 table: the integer kernel of axpy_legacy_int.h
+// with Q4_0's two passes and Q8_0's pass 2 in AVX-512. The integer sums and the final FMA are
+// those of the AVX2 kernels, so the outputs are the same bits. Other token counts stay AVX2.
 // - Pass 1 (Coefs16) quantizes 16 blocks per chunk, one per zmm lane, so its per-row and per-k
 //   work is spread over twice the blocks of the ymm version. It needs the f16 scales of 16
 //   consecutive blocks of each of a group's rows; they sit 18 bytes apart, so four 64-byte loads
@@ -12,7 +12,7 @@
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/axpy_q4_0_int.h"
+#include "backend/cpu/kernels/avx2/axpy_legacy_int.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
@@ -97,34 +97,37 @@ struct Coefs16 {
   }
 };
 
-// Pass 2 with 512-bit vpdpbusd: a block's 16 nibble bytes of 4 rows fill one zmm (a row per
-// 128-bit lane); a word permute brings bytes 4L..4L+3 of all 4 rows into lane L and an in-lane
-// byte shuffle transposes them, so 32-bit lane c holds byte c of rows 0..3 side by side.
-// vpdpbusd multiplies them by the 4 rows' t and sums, in int32 lanes. The nibbles are not split:
-// whole bytes (lo + 16 hi) and bytes masked to their high nibble (16 hi) go in as they are, and
-// lo = sum(bytes) - sum(16 hi), hi = sum(16 hi) / 16 afterwards, exactly (per lane at most
-// 8 steps * 4 rows * 255 * 127 < 2^31). Low nibbles give columns 0..15, high ones 16..31.
+// The 16 bytes at `off` of 4 rows, transposed so that 32-bit lane c holds byte c of rows 0..3
+// side by side: a row per 128-bit lane, a word permute brings bytes 4L..4L+3 of all 4 rows into
+// lane L, and an in-lane byte shuffle transposes them.
+inline __m512i four_rows_by_column(const uint8_t* const* r, int64_t off) {
+  alignas(64) static constexpr uint16_t kGather[32] = {
+      0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27,
+      4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31};
+  const __m512i transpose = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const auto load = [off](const uint8_t* row) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off));
+  };
+  __m512i x = _mm512_castsi128_si512(load(r[0]));
+  x = _mm512_inserti32x4(x, load(r[1]), 1);
+  x = _mm512_inserti32x4(x, load(r[2]), 2);
+  x = _mm512_inserti32x4(x, load(r[3]), 3);
+  return _mm512_shuffle_epi8(_mm512_permutexvar_epi16(_mm512_load_si512(kGather), x), transpose);
+}
+
+// Pass 2 with 512-bit vpdpbusd: a block's 16 nibble bytes of 4 rows, transposed
+// (four_rows_by_column), meet the 4 rows' t in vpdpbusd, summed in int32 lanes. The nibbles are
+// not split: whole bytes (lo + 16 hi) and bytes masked to their high nibble (16 hi) go in as they
+// are, and lo = sum(bytes) - sum(16 hi), hi = sum(16 hi) / 16 afterwards, exactly (per lane at
+// most 8 steps * 4 rows * 255 * 127 < 2^31). Low nibbles give columns 0..15, high ones 16..31.
 struct SumsVnni512 {
   static void add_block(const uint8_t* const* rows, int steps, int64_t off, const int32_t* t4,
                         int64_t stride, int32_t base, float scale, float* yb) {
-    alignas(64) static constexpr uint16_t kGather[32] = {
-        0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27,
-        4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31};
-    const __m512i gather = _mm512_load_si512(kGather);
-    const __m512i transpose = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     const __m512i high = _mm512_set1_epi8(static_cast<char>(0xf0));
     __m512i whole = _mm512_setzero_si512(), hi16 = _mm512_setzero_si512();
-    const auto load = [off](const uint8_t* row) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off));
-    };
     for (int k = 0; k < steps; ++k) {
-      const uint8_t* const* r = rows + 4 * k;
-      __m512i x = _mm512_castsi128_si512(load(r[0]));
-      x = _mm512_inserti32x4(x, load(r[1]), 1);
-      x = _mm512_inserti32x4(x, load(r[2]), 2);
-      x = _mm512_inserti32x4(x, load(r[3]), 3);
-      x = _mm512_shuffle_epi8(_mm512_permutexvar_epi16(gather, x), transpose);
+      const __m512i x = four_rows_by_column(rows + 4 * k, off);
       const __m512i t = _mm512_set1_epi32(t4[k * stride]);
       whole = _mm512_dpbusd_epi32(whole, x, t);
       hi16 = _mm512_dpbusd_epi32(hi16, _mm512_and_si512(x, high), t);
@@ -140,26 +143,61 @@ struct SumsVnni512 {
   }
 };
 
-void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
-               const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+// Pass 2 of Q8_0 with 512-bit vpdpbusd: each half of a block (16 code bytes of 4 rows) is
+// transposed (four_rows_by_column), so 32-bit lane c holds column 16h + c of rows 0..3. vpdpbusd's first operand is unsigned, so the codes go in as q + 128 (xor 0x80) and
+// 128 sum_r t_r comes off afterwards: pass 1's base is -8 sum_r t_r (Q4_0's), times 16. Per lane
+// at most 8 steps * 4 rows * 255 * 127 < 2^31.
+struct SumsQ8Vnni512 {
+  static void add_block(const uint8_t* const* rows, int steps, int64_t off, const int32_t* t4,
+                        int64_t stride, int32_t base, float scale, float* yb) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i acc[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+    for (int k = 0; k < steps; ++k) {
+      const __m512i t = _mm512_set1_epi32(t4[k * stride]);
+      for (int h = 0; h < 2; ++h) {
+        const __m512i x = four_rows_by_column(rows + 4 * k, off + 16 * h);
+        acc[h] = _mm512_dpbusd_epi32(acc[h], _mm512_xor_si512(x, flip), t);
+      }
+    }
+    const __m512i bv = _mm512_set1_epi32(16 * base);
+    const __m512 sv = _mm512_set1_ps(scale);
+    for (int h = 0; h < 2; ++h) {
+      float* const y = yb + 16 * h;
+      _mm512_storeu_ps(y, _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_add_epi32(acc[h], bv)),
+                                          _mm512_loadu_ps(y)));
+    }
+  }
+};
+
+// Q8_0's scales sit 34 bytes apart: pass 1 takes them 8 blocks at a time through general
+// registers, as AVX2 does.
+using CoefsQ8 = avx2::Coefs8<avx2::ScalesGpr<BlockQ8_0>>;
+
+// One token in integers (the passes above), other token counts as the AVX2 table (Fallback).
+template <typename Block, typename Coefs, typename Sums, auto Fallback>
+void axpy_legacy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                 const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
   if (nt == 1) {
-    return avx2::axpy_q4_0_int<Coefs16, SumsVnni512>(n, static_cast<const uint8_t*>(w), ldw, idx,
+    return avx2::axpy_legacy_int<Block, Coefs, Sums>(n, static_cast<const uint8_t*>(w), ldw, idx,
                                                      nr, a, y);
   }
-  avx2::axpy_q4_0(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+  Fallback(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
-void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
-                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
-  avx2::axpy_q4_0_int_parts<Coefs16, SumsVnni512>(n, static_cast<const uint8_t*>(w), ldw, idx, a,
+template <typename Block, typename Coefs, typename Sums>
+void axpy_legacy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                       const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  avx2::axpy_legacy_int_parts<Block, Coefs, Sums>(n, static_cast<const uint8_t*>(w), ldw, idx, a,
                                                   ends, n_parts, y, ldy);
 }
 
 }  // namespace
 
 void set_axpy_kernels(Kernels& k) {
-  k.q4_0.axpy = axpy_q4_0;
-  k.q4_0.axpy_parts = axpy_q4_0_parts;
+  k.q4_0.axpy = axpy_legacy<BlockQ4_0, Coefs16, SumsVnni512, avx2::axpy_q4_0>;
+  k.q4_0.axpy_parts = axpy_legacy_parts<BlockQ4_0, Coefs16, SumsVnni512>;
+  k.q8_0.axpy = axpy_legacy<BlockQ8_0, CoefsQ8, SumsQ8Vnni512, avx2::axpy_q8_0>;
+  k.q8_0.axpy_parts = axpy_legacy_parts<BlockQ8_0, CoefsQ8, SumsQ8Vnni512>;
 }
 
 }  // namespace hearth::cpu::avx512

@@ -2,15 +2,17 @@
 // Each active row is dequantized to floats exactly as dequantize_row does, then added to every
 // token's output as y += a * w (multiply, round, add, round), rows in index order.
 //
-// Except one-token Q4_0 (decode's down projection), which works in 8-bit integers like the dense
-// Q4_0 matvec (kAxpyGroup in generic_kernels.h has the definition): per group of 32 active rows
-// and per output block, the 32 coefficients s_j = a_j * d_j are quantized to int8 with one scale
-// S = max|s_j| / 127, and the weights' nibbles meet them in an exact integer sum. Accuracy: the
-// only error beyond float rounding is |s_j - S t_j| <= S / 2 per term, so an output's error is
-// at most sum_g (S_g / 2) * sum_{j in g} |q_{j,c} - 8|. That is the bound of the dense path,
-// which rounds each activation to Q8_0 with the scale max|x| / 127 of its 32 elements (there,
-// x_j; here, x_j times its weight block's scale, since blocks run along the other axis).
-// tests/kernels/sparse_matmul_test.cc (coef_quant_bound) holds the axpy to that bound.
+// Except one token of Q4_0, Q8_0 and the K-quants with integer kernels (decode's down
+// projection), which works in 8-bit integers like the dense matvecs (kAxpyGroup in
+// generic_kernels.h has the definition): per group of 32 active rows and per output block, the 32
+// coefficients s_j = a_j * d_j are quantized to int8 with one scale S = max|s_j| / 127, and the
+// weights' codes meet them in an exact integer sum. Accuracy: the only error beyond float
+// rounding is |s_j - S t_j| <= S / 2 per term, so an output's error is at most
+// sum_g (S_g / 2) * sum_{j in g} |q_{j,c}|, q the code (Q4_0: nibble - 8; Q8_0: the byte). That is
+// the bound of the dense path, which rounds each activation to Q8_0 with the scale max|x| / 127
+// of its 32 elements (there, x_j; here, x_j times its weight block's scale, since blocks run
+// along the other axis). tests/kernels/sparse_matmul_test.cc (coef_quant_bound) holds the axpy to
+// that bound.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -110,16 +112,30 @@ int next_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr, co
   return count;
 }
 
-// One token, Q4_0, integer sums (see the top of the file and kAxpyGroup).
-void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                   const float* a, float* y) {
+// The integer code of weight i of a block of the legacy types with an integer one-token axpy.
+struct IntQ4_0 {
+  using Block = BlockQ4_0;
+  static int code(const Block& b, int i) {
+    return i < kQK / 2 ? (b.qs[i] & 0x0f) - 8 : (b.qs[i - kQK / 2] >> 4) - 8;
+  }
+};
+struct IntQ8_0 {
+  using Block = BlockQ8_0;
+  static int code(const Block& b, int i) { return b.qs[i]; }
+};
+
+// One token of Q4_0 or Q8_0, integer sums (see the top of the file and kAxpyGroup).
+template <typename C>
+void axpy_legacy_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* a, float* y) {
+  using Block = typename C::Block;
   const int64_t nb = n / kQK;
   int64_t j = 0;
   const uint8_t* group[kAxpyGroup];
   float coef[kAxpyGroup];
   while (const int count = next_group(wb, ldw, idx, nr, a, j, group, coef)) {
-    const BlockQ4_0* rows[kAxpyGroup];
-    for (int r = 0; r < count; ++r) rows[r] = reinterpret_cast<const BlockQ4_0*>(group[r]);
+    const Block* rows[kAxpyGroup];
+    for (int r = 0; r < count; ++r) rows[r] = reinterpret_cast<const Block*>(group[r]);
     for (int64_t b = 0; b < nb; ++b) {
       float s[kAxpyGroup];
       float m = 0.0f;
@@ -132,11 +148,7 @@ void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
       int32_t sum[kQK] = {};
       for (int r = 0; r < count; ++r) {
         const auto t = static_cast<int32_t>(std::nearbyint(s[r] * inv));
-        const uint8_t* qs = rows[r][b].qs;
-        for (int i = 0; i < kQK / 2; ++i) {
-          sum[i] += t * ((qs[i] & 0x0f) - 8);
-          sum[i + kQK / 2] += t * ((qs[i] >> 4) - 8);
-        }
+        for (int i = 0; i < kQK; ++i) sum[i] += t * C::code(rows[r][b], i);
       }
       float* yb = y + b * kQK;
       for (int i = 0; i < kQK; ++i) yb[i] += scale * static_cast<float>(sum[i]);
@@ -190,19 +202,22 @@ void axpy_codes_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx
   }
 }
 
-void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
-               size_t lda, int64_t nt, float* y, size_t ldy) {
-  if (nt == 1) return axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
-  axpy_rows<DecodeQ4_0>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+// Q4_0 and Q8_0: one token in integers, more tokens in floats.
+template <typename C, typename D>
+void axpy_legacy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                 const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt == 1) return axpy_legacy_int<C>(n, static_cast<const uint8_t*>(w), ldw, idx, nr, a, y);
+  axpy_rows<D>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
 // The reference of axpy_parts: one call per part.
-void axpy_q4_0_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
-                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+template <typename C>
+void axpy_legacy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                       const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
   int64_t begin = 0;
   for (int64_t p = 0; p < n_parts; ++p) {
-    axpy_q4_0_int(n, static_cast<const uint8_t*>(w), ldw, idx + begin, ends[p] - begin, a + begin,
-                  y + static_cast<size_t>(p) * ldy);
+    axpy_legacy_int<C>(n, static_cast<const uint8_t*>(w), ldw, idx + begin, ends[p] - begin,
+                       a + begin, y + static_cast<size_t>(p) * ldy);
     begin = ends[p];
   }
 }
@@ -272,9 +287,10 @@ void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_rows<DecodeF32>;
   k.f16.axpy = axpy_rows<DecodeF16>;
   k.bf16.axpy = axpy_rows<DecodeBf16>;
-  k.q8_0.axpy = axpy_rows<DecodeQ8_0>;
-  k.q4_0.axpy = axpy_q4_0;
-  k.q4_0.axpy_parts = axpy_q4_0_parts;
+  k.q8_0.axpy = axpy_legacy<IntQ8_0, DecodeQ8_0>;
+  k.q8_0.axpy_parts = axpy_legacy_parts<IntQ8_0>;
+  k.q4_0.axpy = axpy_legacy<IntQ4_0, DecodeQ4_0>;
+  k.q4_0.axpy_parts = axpy_legacy_parts<IntQ4_0>;
 }
 
 }  // namespace hearth::cpu::generic

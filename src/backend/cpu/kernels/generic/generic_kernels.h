@@ -107,14 +107,14 @@ static inline bool axpy_row_active(const float* a, size_t lda, int64_t nt, int64
   return false;
 }
 
-// One-token Q4_0 axpy (decode) in 8-bit integers: the active rows (nonzero coefficient), in
-// ascending j, go in consecutive groups of kAxpyGroup (the last one shorter); per group g and
-// output block b the coefficients s_j = a_j * d_{j,b} (float product) are quantized to int8 with
-// one scale, m = max_j |s_j|, t_j = nearbyint(s_j * (127 / m)), S = m / 127, and the block adds
-// y[c] += S * sum_j t_j * (q_{j,c} - 8) (the sum exact in integers). Blocks with
-// m < kAxpyMinScale add nothing (their terms are below 2^-92; it keeps 127 / m finite). The
-// grouping depends only on the coefficients, not on the columns, so results do not depend on
-// how callers split the columns. See generic/axpy.cc for the accuracy argument.
+// One-token Q4_0 and Q8_0 axpy (decode) in 8-bit integers: the active rows (nonzero
+// coefficient), in ascending j, go in consecutive groups of kAxpyGroup (the last one shorter); per
+// group g and output block b the coefficients s_j = a_j * d_{j,b} (float product) are quantized
+// to int8 with one scale, m = max_j |s_j|, t_j = nearbyint(s_j * (127 / m)), S = m / 127, and the
+// block adds y[c] += S * sum_j t_j * q_{j,c} (q: Q4_0's nibble - 8, Q8_0's byte; the sum exact in
+// integers). Blocks with m < kAxpyMinScale add nothing (their terms are below 2^-92; it keeps
+// 127 / m finite). The grouping depends only on the coefficients, not on the columns, so results
+// do not depend on how callers split the columns. See generic/axpy.cc for the accuracy argument.
 // One-token Q4_K and Q6_K do the same per unit of 16 columns (half a 32-weight block, the finest
 // scale either has), in the integer form of block_codes.h: s_j = a_j * (D_j * s_j,h), then
 // y[c] += S * sum_j t_j * q_{j,c}, and for types with mins y[c] += sum_j a_j * (M_j * m_j,h)

@@ -1,11 +1,12 @@
-// The one-token Q4_0 axpy in 8-bit integers (generic_kernels.h, kAxpyGroup), shared by the AVX2
-// and AVX-512 tables, which plug in their own pass 1 (coefficients) and pass 2 (sums). Every sum
-// is exact and the final FMA is the same, so all of them give the same bits. Include only from
+// The one-token Q4_0 and Q8_0 axpy in 8-bit integers (generic_kernels.h, kAxpyGroup), shared by
+// the AVX2 and AVX-512 tables, which plug in their own pass 1 (coefficients) and pass 2 (sums).
+// Every sum is exact and the final FMA is the same, so all of them give the same bits. Include only from
 // files compiled with AVX2/FMA/F16C (the avx2/ and avx512/ folders).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/dtype.h"
@@ -16,9 +17,9 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
-// One-token Q4_0 in 8-bit integers, as generic/axpy.cc defines it (groups of kAxpyGroup active
-// rows; per group and block, int8 coefficients t_j with one float scale): the float axpy spends
-// ~16 vector ops per row and block (widen, convert, FMA), this one ~5. Per group, columns go in
+// One token in 8-bit integers, as generic/axpy.cc defines it (groups of kAxpyGroup active rows;
+// per group and block, int8 coefficients t_j with one float scale): the float axpy spends ~16
+// vector ops per row and block of Q4_0 (widen, convert, FMA), this one ~5. Per group, columns go in
 // chunks of blocks, one block per vector lane. Pass 1 (Coefs8 below; AVX-512 has a 16-lane one)
 // quantizes the chunk's coefficients. Pass 2 adds each block's integer sums over the group's
 // rows into y (Sums::add_block, below for AVX2). The "- 8" is -8 * sum_j t_j, added to the int32
@@ -108,6 +109,74 @@ struct SumsAvx2 {
   }
 };
 
+// The f16 scales of blocks [0, count) (count <= 8) of a row, blocks `stride` bytes apart, as
+// floats, with one conversion: the halves are packed in general registers (the integer pipes are
+// idle here), then moved over.
+inline __m256 scales_x8(const uint8_t* blocks, int64_t stride, int count) {
+  uint64_t h[2] = {0, 0};
+  const auto put = [&](int i) {
+    uint16_t d;
+    std::memcpy(&d, blocks + i * stride, 2);
+    h[i >> 2] |= uint64_t{d} << (16 * (i & 3));
+  };
+  if (count == 8) {
+    for (int i = 0; i < 8; ++i) put(i);  // unrolled
+  } else {
+    for (int i = 0; i < count; ++i) put(i);
+  }
+  return _mm256_cvtph_ps(
+      _mm_set_epi64x(static_cast<long long>(h[1]), static_cast<long long>(h[0])));
+}
+
+// Coefs8's scales of a legacy block type (its f16 d first), gathered in general registers.
+template <typename Block>
+struct ScalesGpr {
+  static __m256 chunk(const uint8_t* blocks, int count) {
+    return scales_x8(blocks, sizeof(Block), count);
+  }
+};
+
+// Pass 2 of Q8_0 for one block: y[c] += scale * sum_r t_r q_r[c] for its 32 columns, over
+// `steps` x 4 rows. The signed bytes are widened to 16 bits and two rows' words interleaved, so
+// madd multiplies a column's pair by the two rows' t and adds them into an int32 lane (no
+// saturation: |t| <= 127, |q| <= 128). The codes are signed, so `base` (pass 1's -8 sum_r t_r,
+// for Q4_0's offset nibbles) is not used.
+struct SumsQ8Avx2 {
+  static void add_block(const uint8_t* const* rows, int steps, int64_t off, const int32_t* t4,
+                        int64_t stride, int32_t /*base*/, float scale, float* yb) {
+    // acc[h][0]: columns 16h + {0..3, 8..11}; acc[h][1]: 16h + {4..7, 12..15}.
+    __m256i acc[2][2] = {};
+    const auto widen = [off](const uint8_t* row, int h) {
+      return _mm256_cvtepi8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off + 16 * h)));
+    };
+    for (int k = 0; k < steps; ++k) {
+      const uint8_t* const* r = rows + 4 * k;
+      int8_t t[4];
+      std::memcpy(t, &t4[k * stride], 4);
+      for (int p = 0; p < 2; ++p) {
+        const auto pair = static_cast<int32_t>(static_cast<uint16_t>(t[2 * p]) |
+                                               static_cast<uint32_t>(static_cast<uint16_t>(t[2 * p + 1])) << 16);
+        const __m256i tv = _mm256_set1_epi32(pair);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i a = widen(r[2 * p], h), b = widen(r[2 * p + 1], h);
+          acc[h][0] = _mm256_add_epi32(acc[h][0], _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), tv));
+          acc[h][1] = _mm256_add_epi32(acc[h][1], _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), tv));
+        }
+      }
+    }
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i first = _mm256_permute2x128_si256(acc[h][0], acc[h][1], 0x20);
+      const __m256i second = _mm256_permute2x128_si256(acc[h][0], acc[h][1], 0x31);
+      float* const y = yb + 16 * h;
+      _mm256_storeu_ps(y, _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(first), _mm256_loadu_ps(y)));
+      _mm256_storeu_ps(y + 8,
+                       _mm256_fmadd_ps(sv, _mm256_cvtepi32_ps(second), _mm256_loadu_ps(y + 8)));
+    }
+  }
+};
+
 // Pass 1's output for one chunk of kChunk blocks of a group, block b in lane b: tq4[k][b] holds
 // the int8 coefficients t of rows 4k..4k+3, side by side; base[b] = -8 * sum_r t_r; pass 2
 // multiplies its integer sums by scale[b] and skips blocks with mvals[b] < kAxpyMinScale.
@@ -165,13 +234,14 @@ struct Coefs8 {
 };
 
 // Parts: positions [ends[p - 1], ends[p]) of idx and a (ends[-1] = 0) add into y + p * ldy.
-// Coefs: pass 1 (Coefs8 or a wider one), Sums: pass 2.
-template <typename Coefs, typename Sums = SumsAvx2>
-void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
-                         const float* a, const int64_t* ends, int64_t n_parts, float* y,
-                         size_t ldy) {
+// Block: BlockQ4_0 or BlockQ8_0 (the f16 scale, then the codes); Coefs: pass 1 (Coefs8 or a wider
+// one), Sums: pass 2 for that block type.
+template <typename Block, typename Coefs, typename Sums>
+void axpy_legacy_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
+                           const float* a, const int64_t* ends, int64_t n_parts, float* y,
+                           size_t ldy) {
   constexpr int64_t kChunk = Coefs::kChunk;
-  constexpr int64_t kB = sizeof(BlockQ4_0);
+  constexpr int64_t kB = sizeof(Block);
   const int64_t nb = n / kQK;
   const int64_t row_len = nb * kB;
   Q4Group groups[2];
@@ -195,11 +265,11 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
       // Pass 2: the integer sums, added to y.
       for (int b = 0; b < cb; ++b) {
         const int64_t blk = b0 + b;
-        // Next group: every line of its rows' bytes in this block (block ends 36 bytes apart
-        // touch every line; the first block also its start). Into L2, not L1: a group of 32
-        // rows of 2048 columns is 36 KiB, so two do not fit a 48 KiB L1 and fetching the next
-        // one there would evict this one's lines.
-        if (blk == 0 || (blk & 1) || blk == nb - 1) {
+        // Next group: every line of its rows' bytes in this block (Q4_0's block ends 36 bytes
+        // apart, and every Q8_0 block's end, touch every line; the first block also its start).
+        // Into L2, not L1: a group of 32 rows of 2048 Q4_0 columns is 36 KiB, so two do not fit
+        // a 48 KiB L1 and fetching the next one there would evict this one's lines.
+        if (blk == 0 || kB > 32 || (blk & 1) || blk == nb - 1) {
           const int64_t off = blk == 0 ? 0 : blk * kB + kB - 1;
           for (int r = 0; r < ng.count; ++r)
             _mm_prefetch(reinterpret_cast<const char*>(ng.rows[r] + off), _MM_HINT_T1);
@@ -212,10 +282,10 @@ void axpy_q4_0_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t
   }
 }
 
-template <typename Coefs, typename Sums = SumsAvx2>
-void axpy_q4_0_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
-                   const float* a, float* y) {
-  axpy_q4_0_int_parts<Coefs, Sums>(n, wb, ldw, idx, a, &nr, 1, y, 0);
+template <typename Block, typename Coefs, typename Sums>
+void axpy_legacy_int(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* a, float* y) {
+  axpy_legacy_int_parts<Block, Coefs, Sums>(n, wb, ldw, idx, a, &nr, 1, y, 0);
 }
 
 }  // namespace HEARTH_AVX2_ABI
