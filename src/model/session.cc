@@ -1,9 +1,6 @@
 #include "hearth/session.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <unordered_map>
 

@@ -18,7 +18,6 @@
 #include "model/model_impl.h"
 #include "model/pass_layout.h"
 #include "model/session_sparsity.h"
-#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/rope.h"
 #include "sparse/ffn.h"
