@@ -106,7 +106,7 @@ const RopeTable& Session::Impl::layer_rope(size_t il) const {
 }
 
 std::span<const AttentionChunk> Session::Impl::layer_chunks(size_t il) {
-  return pass_.attention_chunks(il, kv_, sparsity_.attention_sparse_rows());
+  return pass_.attention_chunks(il, kv_, sparsity_.input_sparse_rows());
 }
 
 // logits = output · norm(x): of every row into out when all_rows, else of each chunk's last row.
@@ -128,7 +128,9 @@ void Session::Impl::output_head(int64_t n, float* out, bool all_rows) {
   }
   block_norm(ctx_, config_, xs, w.output_norm, w.output_norm_b, rows, buf_.xn.f32());
   linear(ctx_, w.output, buf_.xn.f32(), rows, out);
-  if (config_.final_softcap > 0.0f) vec_soft_cap(out, config_.final_softcap, rows * config_.n_vocab);
+  if (config_.final_softcap > 0.0f) {
+    vec_soft_cap(out, config_.final_softcap, rows * config_.n_vocab);
+  }
 }
 
 }  // namespace hearth

@@ -30,9 +30,16 @@ ForwardBuffers::ForwardBuffers(const ModelConfig& c, const AttentionParams& attn
 }
 
 AttentionScratch ForwardBuffers::attention() const {
-  return AttentionScratch{xn.f32(),  q.f32(),        k.f32(),        v.f32(),
-                          att.f32(), attn_out.f32(), attn_ws.data(), masked.f32(),
-                          static_cast<int32_t*>(input_idx.data()), input_values.f32(),
+  return AttentionScratch{xn.f32(),
+                          q.f32(),
+                          k.f32(),
+                          v.f32(),
+                          att.f32(),
+                          attn_out.f32(),
+                          attn_ws.data(),
+                          masked.f32(),
+                          static_cast<int32_t*>(input_idx.data()),
+                          input_values.f32(),
                           static_cast<int64_t*>(input_counts.data())};
 }
 

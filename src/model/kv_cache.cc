@@ -4,9 +4,10 @@
 
 namespace hearth {
 
-KvCache::KvCache(const AttentionParams& attn, int32_t n_ctx, int32_t n_seq,
-                 const std::vector<bool>& host_layer)
-    : n_ctx_(n_ctx), seq_bytes_(kv_cache_bytes(attn)), n_past_(static_cast<size_t>(n_seq), 0) {
+KvCache::KvCache(const AttentionParams& attn, int32_t n_seq, const std::vector<bool>& host_layer)
+    : n_ctx_(static_cast<int32_t>(attn.n_ctx)),
+      seq_bytes_(kv_cache_bytes(attn)),
+      n_past_(static_cast<size_t>(n_seq), 0) {
   const size_t bytes = seq_bytes_ * static_cast<size_t>(n_seq);
   for (const bool here : host_layer) {
     k_.push_back(here ? AlignedBuffer(bytes) : AlignedBuffer());
@@ -33,7 +34,8 @@ int32_t KvCache::n_past(int32_t seq) const {
 
 void KvCache::truncate(int32_t seq, int32_t n) {
   const int32_t past = n_past(seq);
-  if (n < 0 || n > past) fail("cannot truncate sequence ", seq, " to ", n, " tokens: it holds ", past);
+  if (n < 0 || n > past)
+    fail("cannot truncate sequence ", seq, " to ", n, " tokens: it holds ", past);
   n_past_[static_cast<size_t>(seq)] = n;
 }
 

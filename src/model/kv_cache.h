@@ -15,9 +15,8 @@ namespace hearth {
 class KvCache {
  public:
   KvCache() = default;
-  // host_layer[il]: whether layer il's cache lives here.
-  KvCache(const AttentionParams& attn, int32_t n_ctx, int32_t n_seq,
-          const std::vector<bool>& host_layer);
+  // attn.n_ctx positions per sequence; host_layer[il]: whether layer il's cache lives here.
+  KvCache(const AttentionParams& attn, int32_t n_seq, const std::vector<bool>& host_layer);
 
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_seq() const { return static_cast<int32_t>(n_past_.size()); }
@@ -28,7 +27,9 @@ class KvCache {
   // The tokens sequence seq holds (checked).
   int32_t n_past(int32_t seq) const;
   // Sequence seq now holds n more tokens, whose rows the pass has written.
-  void advance(int32_t seq, int64_t n) { n_past_[static_cast<size_t>(seq)] += static_cast<int32_t>(n); }
+  void advance(int32_t seq, int64_t n) {
+    n_past_[static_cast<size_t>(seq)] += static_cast<int32_t>(n);
+  }
   // Sequence seq keeps its first n tokens (checked: at most what it holds). The rows past n stay
   // as they are: attention reads only rows below a sequence's n_past, and the next tokens
   // overwrite them.
@@ -42,8 +43,8 @@ class KvCache {
   void* at(const AlignedBuffer& layer, int32_t seq) const;
 
   int32_t n_ctx_ = 0;
-  size_t seq_bytes_ = 0;         // one sequence's rows in one layer
-  std::vector<int32_t> n_past_;  // [n_seq]
+  size_t seq_bytes_ = 0;          // one sequence's rows in one layer
+  std::vector<int32_t> n_past_;   // [n_seq]
   std::vector<AlignedBuffer> k_;  // per layer [n_seq, n_ctx, n_head_kv, head_dim] (kv_type)
   std::vector<AlignedBuffer> v_;
 };

@@ -25,8 +25,8 @@ std::span<const AttentionChunk> PassLayout::attention_chunks(size_t il, KvCache&
                                                              int64_t sparse_rows) {
   for (size_t i = 0; i < n_chunks_; ++i) {
     const Chunk& c = chunks_[i];
-    attn_chunks_[i] = AttentionChunk{c.row0, c.n, c.pos0, kv.k(il, c.seq), kv.v(il, c.seq),
-                                     c.n <= sparse_rows};
+    attn_chunks_[i] =
+        AttentionChunk{c.row0, c.n, c.pos0, kv.k(il, c.seq), kv.v(il, c.seq), c.n <= sparse_rows};
   }
   return {attn_chunks_.data(), n_chunks_};
 }

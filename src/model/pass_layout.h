@@ -40,11 +40,11 @@ class PassLayout {
   std::span<const AttentionChunk> attention_chunks(size_t il, KvCache& kv, int64_t sparse_rows);
 
  private:
-  std::vector<Chunk> chunks_;                 // [n_seq] capacity; the pass uses n_chunks_
+  std::vector<Chunk> chunks_;  // [n_seq] capacity; the pass uses n_chunks_
   size_t n_chunks_ = 0;
-  std::vector<int64_t> chunk_rows_;           // [n_seq]
-  std::vector<int64_t> row_pos_;              // [n_batch]
-  std::vector<AttentionChunk> attn_chunks_;   // [n_seq]
+  std::vector<int64_t> chunk_rows_;          // [n_seq]
+  std::vector<int64_t> row_pos_;             // [n_batch]
+  std::vector<AttentionChunk> attn_chunks_;  // [n_seq]
 };
 
 }  // namespace hearth

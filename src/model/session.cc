@@ -65,7 +65,7 @@ std::vector<bool> host_cache_layers(const Model::Impl& m) {
 }
 
 KvCache make_kv_cache(const SessionOptions& o, const Model::Impl& m, const AttentionParams& attn) {
-  return KvCache(attn, attn.n_ctx, resolve_seq(o), host_cache_layers(m));
+  return KvCache(attn, resolve_seq(o), host_cache_layers(m));
 }
 
 sparse::FfnShape session_ffn_shape(const Model::Impl& m, int32_t n_batch) {
@@ -166,7 +166,9 @@ void Session::Impl::check_batch(std::span<const SeqTokens> batch, size_t n_logit
     if (b.tokens.empty()) fail("eval_batch: the chunk of sequence ", b.seq, " is empty");
     // Quadratic, but batches hold at most n_seq chunks, and a set would allocate.
     for (size_t j = 0; j < i; ++j) {
-      if (batch[j].seq == b.seq) fail("eval_batch: sequence ", b.seq, " appears twice in one batch");
+      if (batch[j].seq == b.seq) {
+        fail("eval_batch: sequence ", b.seq, " appears twice in one batch");
+      }
     }
     total += b.tokens.size();
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/model_impl.h"
 #include "sparse/ffn.h"
 
 namespace hearth {
@@ -15,15 +16,16 @@ SparseMode resolve_mode(const SessionOptions& o, const Model& m) {
   const SparseMode requested = o.sparse;
   if (requested == SparseMode::Auto) return m.impl().auto_sparse_mode();
   if (requested == SparseMode::Predictor && !m.has_predictors()) {
-    fail(m.path(), ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
+    fail(m.path(),
+         ": --sparse predictor needs predictors (blk.N.fc1/fc2), which this model does "
          "not have; make them with hearth calibrate, or use --sparse oracle");
   }
   if (requested == SparseMode::Threshold && !m.has_thresholds() && o.thresholds.empty()) {
-    fail(m.path(), ": --sparse threshold needs per-layer thresholds (hearth.*_thresholds), "
+    fail(m.path(),
+         ": --sparse threshold needs per-layer thresholds (hearth.*_thresholds), "
          "which this model does not have; make them with hearth calibrate --sparsity F");
   }
-  if (!o.thresholds.empty() &&
-      static_cast<int64_t>(o.thresholds.size()) != m.config().n_layer) {
+  if (!o.thresholds.empty() && static_cast<int64_t>(o.thresholds.size()) != m.config().n_layer) {
     fail("the session got thresholds for ", o.thresholds.size(), " layers; the model has ",
          m.config().n_layer);
   }
@@ -41,10 +43,11 @@ bool model_wide(const std::vector<LayerThresholds>& thresholds) {
 }  // namespace
 
 SessionSparsity::SessionSparsity(const SessionOptions& o, const Model& m)
-    : mode_(resolve_mode(o, m)),
-      audit_(o.sparse_audit && mode_ == SparseMode::Predictor) {
+    : mode_(resolve_mode(o, m)), audit_(o.sparse_audit && mode_ == SparseMode::Predictor) {
   const ModelConfig& c = m.config();
-  if (mode_ == SparseMode::Threshold) thresholds_ = o.thresholds.empty() ? c.thresholds : o.thresholds;
+  if (mode_ == SparseMode::Threshold) {
+    thresholds_ = o.thresholds.empty() ? c.thresholds : o.thresholds;
+  }
   // Model-wide thresholds read input-major copies on models at least input_major_min_width wide.
   const bool input_major = model_wide(thresholds_) && c.n_embd >= o.input_major_min_width;
   if (input_major) input_major_ = &m.impl().input_major();
@@ -53,8 +56,7 @@ SessionSparsity::SessionSparsity(const SessionOptions& o, const Model& m)
 }
 
 int64_t SessionSparsity::input_major_rows(int32_t n_batch) const {
-  if (!input_major_) return 0;
-  return sparse_prompt_ ? n_batch : std::min<int64_t>(n_batch, sparse::kMaxSparseBatch);
+  return input_major_ ? std::min<int64_t>(n_batch, input_sparse_rows()) : 0;
 }
 
 float SessionSparsity::ffn_threshold(const ModelConfig& c, size_t il, float override) const {
@@ -62,12 +64,14 @@ float SessionSparsity::ffn_threshold(const ModelConfig& c, size_t il, float over
     case SparseMode::Predictor:
       if (!std::isnan(override)) return override;
       return c.predictor_thresholds.empty() ? c.sparse_threshold : c.predictor_thresholds[il];
-    case SparseMode::Threshold: return thresholds_[il].gate;
-    default: return 0.0f;
+    case SparseMode::Threshold:
+      return thresholds_[il].gate;
+    default:
+      return 0.0f;
   }
 }
 
-int64_t SessionSparsity::attention_sparse_rows() const {
+int64_t SessionSparsity::input_sparse_rows() const {
   if (mode_ != SparseMode::Threshold) return 0;
   return sparse_prompt_ ? std::numeric_limits<int64_t>::max() : sparse::kMaxSparseBatch;
 }
@@ -78,7 +82,7 @@ AttentionThresholds SessionSparsity::attention(size_t il, int64_t n, SparseStats
                          static_cast<int32_t>(il), &stats};
   // Sparse rows read the input-major copies: a decode step's, and a prompt's when prompts are
   // sparse (so that every token gets what it gets alone).
-  if (input_major_ && (n <= sparse::kMaxSparseBatch || sparse_prompt_)) {
+  if (input_major_ && n <= input_sparse_rows()) {
     th.input_major = &input_major_->layers[il];
   }
   return th;

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hearth/model.h"
 #include "hearth/session.h"
-#include "model/model_impl.h"
 #include "ops/attention_block.h"
 #include "sparse/neuron_major.h"
 
@@ -27,15 +27,16 @@ class SessionSparsity {
   // The input-major copies that sparse rows read (model-wide thresholds on a wide enough model),
   // or null.
   const sparse::InputMajor* input_major() const { return input_major_; }
-  // The most rows a pass sends through the input-major copies at once.
+  // The most rows a pass sends through the input-major copies at once (0: it has none).
   int64_t input_major_rows(int32_t n_batch) const;
 
   // The threshold layer il's FFN decides with: the predictor's score threshold (`override`
   // unless NaN, else the file's per-layer or global one), or the gate magnitude one.
   float ffn_threshold(const ModelConfig& c, size_t il, float override) const;
-  // Attention chunks of at most this many rows apply the layer's input thresholds: as the FFN
-  // decides (sparse::FfnExecutor), decode-sized chunks, or every chunk when prompts are sparse.
-  int64_t attention_sparse_rows() const;
+  // Chunks (and passes) of at most this many rows apply the input thresholds: as the FFN decides
+  // (sparse::FfnExecutor), decode-sized ones, or all when prompts are sparse; 0 outside Threshold
+  // mode.
+  int64_t input_sparse_rows() const;
   // Layer il's attention input thresholds for a pass of n rows (none outside Threshold mode).
   AttentionThresholds attention(size_t il, int64_t n, SparseStats& stats) const;
 

@@ -22,12 +22,21 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   return a;
 }
 
-RopeParams sliding_rope_params(const ModelConfig& c) {
+namespace {
+
+// The model's rotated dimensions and pair style at `base`, unscaled.
+RopeParams plain_rope(const ModelConfig& c, float base) {
   RopeParams rp;
   rp.n_rot = static_cast<int>(c.n_rot);
-  rp.freq_base = c.rope_freq_base_swa;
+  rp.freq_base = base;
   rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
   return rp;
+}
+
+}  // namespace
+
+RopeParams sliding_rope_params(const ModelConfig& c) {
+  return plain_rope(c, c.rope_freq_base_swa);
 }
 
 AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il) {
@@ -37,16 +46,13 @@ AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, 
 }
 
 RopeParams rope_params(const ModelConfig& c, int64_t n_ctx) {
-  RopeParams rp;
-  rp.n_rot = static_cast<int>(c.n_rot);
-  rp.freq_base = c.rope_freq_base;
+  RopeParams rp = plain_rope(c, c.rope_freq_base);
   rp.freq_scale = c.rope_freq_scale;
   rp.freq_factors = c.rope_freq_factors;
   // LongRoPE: the long factors where the context goes past the original one (as llama.cpp).
   if (!c.rope_factors_long.empty()) {
     rp.freq_factors = n_ctx > c.rope_n_ctx_orig ? c.rope_factors_long : c.rope_factors_short;
   }
-  rp.style = c.rope_type == RopeType::Neox ? RopeStyle::Neox : RopeStyle::Normal;
   rp.attn_factor = c.rope_attn_factor;
   rp.ext_factor = c.rope_ext_factor;
   if (rp.ext_factor != 0.0f) {

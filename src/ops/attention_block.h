@@ -4,9 +4,10 @@
 //
 //   out[n, n_embd] = wo · attention(rope(wq · a + bq), rope(wk · a + bk), wv · a + bv) + bo
 //
-// (with BlockRecipe::qk_norm, every head of q and of k RMS-normed before RoPE) over the rows of several sequences' chunks at once: the projections take every row (one read
-// of the weights), while RoPE, the KV caches and attention go chunk by chunk, each against its
-// own sequence's cache. Absent biases are skipped; RoPE is skipped for models with learned
+// (with BlockRecipe::qk_norm, every head of q and of k RMS-normed before RoPE) over the rows of
+// several sequences' chunks at once: the projections take every row (one read of the weights),
+// while RoPE, the KV caches and attention go chunk by chunk, each against its own sequence's
+// cache. Absent biases are skipped; RoPE is skipped for models with learned
 // positions (RopeType::None).
 #pragma once
 

@@ -1,6 +1,7 @@
 #include "sparse/neuron_major.h"
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -43,7 +44,8 @@ class Transposer {
                     std::vector<HugeBuffer>& storage) {
     const int64_t rows = w.rows, cols = w.cols;
     // all[rows, cols]: w dequantized once.
-    if (all_.size() < static_cast<size_t>(rows * cols)) all_.resize(static_cast<size_t>(rows * cols));
+    const auto elements = static_cast<size_t>(rows * cols);
+    if (all_.size() < elements) all_.resize(elements);
     float* const all = all_.data();
     cpu::run_ranges(pool_, rows, [&](int64_t first, int64_t last) {
       for (int64_t r = first; r < last; ++r) dequantize_row(w.type, w.row(r), all + r * cols, cols);
@@ -53,17 +55,17 @@ class Transposer {
     const int64_t passes = (cols + kColumnsPerPass - 1) / kColumnsPerPass;
     cpu::run_ranges(pool_, passes, [&](int64_t first, int64_t last) {
       // [kColumnsPerPass, rows]: one pass's output rows before quantization.
-      std::vector<float> columns(static_cast<size_t>(kColumnsPerPass * rows));
+      const std::unique_ptr<float[]> columns(new float[kColumnsPerPass * rows]);
       int64_t source[kColumnsPerPass];
       for (int64_t p = first; p < last; ++p) {
         const int64_t j0 = p * kColumnsPerPass, count = std::min(kColumnsPerPass, cols - j0);
         for (int64_t c = 0; c < count; ++c) source[c] = order ? order[j0 + c] : j0 + c;
         for (int64_t r = 0; r < rows; ++r) {
           const float* row = all + r * cols;
-          for (int64_t c = 0; c < count; ++c) columns[static_cast<size_t>(c * rows + r)] = row[source[c]];
+          for (int64_t c = 0; c < count; ++c) columns[c * rows + r] = row[source[c]];
         }
         for (int64_t c = 0; c < count; ++c) {
-          quantize_row(type, columns.data() + c * rows, blob.data() + (j0 + c) * rb, rows);
+          quantize_row(type, columns.get() + c * rows, blob.data() + (j0 + c) * rb, rows);
         }
       }
     });

@@ -25,7 +25,7 @@ AttentionParams small_attention() {
 }
 
 TEST(KvCache, KeepsEachSequencesLengthAndRefusesWhatDoesNotFit) {
-  KvCache kv(small_attention(), 16, 3, {true, true});
+  KvCache kv(small_attention(), 3, {true, true});
   EXPECT_EQ(kv.n_ctx(), 16);
   EXPECT_EQ(kv.n_seq(), 3);
   kv.advance(1, 10);
@@ -45,7 +45,7 @@ TEST(KvCache, KeepsEachSequencesLengthAndRefusesWhatDoesNotFit) {
 
 TEST(KvCache, SequencesSitOneWholeContextApartAndDeviceLayersHoldNothing) {
   const AttentionParams attn = small_attention();
-  KvCache kv(attn, 16, 3, {true, false, true});
+  KvCache kv(attn, 3, {true, false, true});
   const size_t seq_bytes = kv_cache_bytes(attn);
   for (const size_t il : {size_t{0}, size_t{2}}) {
     auto* k0 = static_cast<char*>(kv.k(il, 0));
@@ -61,7 +61,7 @@ TEST(KvCache, SequencesSitOneWholeContextApartAndDeviceLayersHoldNothing) {
 }
 
 TEST(PassLayout, LaysChunksOutInOrderAtTheEndOfTheirSequences) {
-  KvCache kv(small_attention(), 16, 3, {true});
+  KvCache kv(small_attention(), 3, {true});
   kv.advance(2, 5);
   kv.advance(0, 1);
   PassLayout pass(3, 8);
@@ -85,7 +85,7 @@ TEST(PassLayout, LaysChunksOutInOrderAtTheEndOfTheirSequences) {
 }
 
 TEST(PassLayout, AttentionChunksCarryTheirCachesAndTheSparseRule) {
-  KvCache kv(small_attention(), 16, 2, {true, true});
+  KvCache kv(small_attention(), 2, {true, true});
   PassLayout pass(2, 8);
   const std::vector<int32_t> prompt{1, 2, 3, 4, 5}, step{6};
   const std::vector<SeqTokens> batch{{0, prompt}, {1, step}};

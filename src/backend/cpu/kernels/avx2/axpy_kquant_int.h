@@ -84,7 +84,7 @@ inline __m256 byte_floats(uint64_t bytes) {
 // Pass 1 of Q4_K: per row s = a * (d * sc) and the min term a * (-dmin * m), per sub-block,
 // exactly as the reference forms them.
 struct CoefsQ4_K {
-  static void make(const Q4Group& g, int64_t off, KCoefs& c) {
+  static void make(const IntGroup& g, int64_t off, KCoefs& c) {
     alignas(64) UnitRows s;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 mins = _mm256_setzero_ps();
@@ -109,7 +109,7 @@ struct CoefsQ4_K {
 
 // Pass 1 of Q6_K: per row s = a * (d * sc) for its 16 scales; codes are stored as q + 32.
 struct CoefsQ6_K {
-  static void make(const Q4Group& g, int64_t off, KCoefs& c) {
+  static void make(const IntGroup& g, int64_t off, KCoefs& c) {
     alignas(64) UnitRows s;
     for (int r = 0; r < g.count; ++r) {
       const auto* b = reinterpret_cast<const BlockQ6_K*>(g.rows[r] + off);
@@ -140,18 +140,18 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
                            size_t ldy) {
   constexpr int64_t kB = sizeof(Block);
   const int64_t nb = n / kQK_K;
-  Q4Group groups[2];
-  Q4Cursor at;
-  next_q4_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
+  IntGroup groups[2];
+  IntCursor at;
+  next_int_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
   for (int r = 0; r < groups[0].count; ++r) {
     for (int64_t o = 0; o < nb * kB; o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(groups[0].rows[r] + o), _MM_HINT_T0);
   }
   KCoefs c;
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
-    const Q4Group& g = groups[cur];
-    Q4Group& ng = groups[cur ^ 1];
-    next_q4_group(wb, ldw, idx, a, ends, n_parts, at, ng);
+    const IntGroup& g = groups[cur];
+    IntGroup& ng = groups[cur ^ 1];
+    next_int_group(wb, ldw, idx, a, ends, n_parts, at, ng);
     float* const yg = y + static_cast<size_t>(g.part) * ldy;
     const int steps = (g.count + 3) / 4;
     for (int64_t sb = 0; sb < nb; ++sb) {

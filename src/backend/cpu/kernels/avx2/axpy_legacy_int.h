@@ -1,7 +1,7 @@
 // The one-token Q4_0 and Q8_0 axpy in 8-bit integers (generic_kernels.h, kAxpyGroup), shared by
 // the AVX2 and AVX-512 tables, which plug in their own pass 1 (coefficients) and pass 2 (sums).
-// Every sum is exact and the final FMA is the same, so all of them give the same bits. Include only from
-// files compiled with AVX2/FMA/F16C (the avx2/ and avx512/ folders).
+// Every sum is exact and the final FMA is the same, so all of them give the same bits. Include
+// only from files compiled with AVX2/FMA/F16C (the avx2/ and avx512/ folders).
 #pragma once
 
 #include <algorithm>
@@ -29,7 +29,7 @@ inline namespace HEARTH_AVX2_ABI {
 // summed into its own output (the chunked partial sums of sparse_axpy): a group never spans two
 // parts, so every part gets the bits a call of its own would give, while the read-ahead runs on
 // across the parts' boundaries instead of starting cold at each one.
-struct Q4Group {
+struct IntGroup {
   const uint8_t* rows[generic::kAxpyGroup];
   alignas(32) float coef[generic::kAxpyGroup];
   int count = 0;
@@ -38,15 +38,15 @@ struct Q4Group {
 
 // Where the next group starts: position j of the list, in part `part` (positions up to
 // ends[part]).
-struct Q4Cursor {
+struct IntCursor {
   int64_t j = 0;
   int64_t part = 0;
 };
 
 // The next group of active rows from the cursor on, within one part; empty only once every part
 // is used up. The rows past count repeat a valid row, with coefficient 0.
-inline void next_q4_group(const uint8_t* wb, size_t ldw, const int32_t* idx, const float* a,
-                          const int64_t* ends, int64_t n_parts, Q4Cursor& at, Q4Group& g) {
+inline void next_int_group(const uint8_t* wb, size_t ldw, const int32_t* idx, const float* a,
+                          const int64_t* ends, int64_t n_parts, IntCursor& at, IntGroup& g) {
   g.count = 0;
   for (; at.part < n_parts; ++at.part) {
     for (; at.j < ends[at.part] && g.count < generic::kAxpyGroup; ++at.j) {
@@ -152,16 +152,16 @@ struct SumsQ8Avx2 {
     };
     for (int k = 0; k < steps; ++k) {
       const uint8_t* const* r = rows + 4 * k;
-      int8_t t[4];
-      std::memcpy(t, &t4[k * stride], 4);
+      // The 4 rows' t as 16-bit words, then (t0, t1) and (t2, t3) in every 32-bit lane.
+      const __m256i t16 = _mm256_cvtepi8_epi16(_mm_set1_epi32(t4[k * stride]));
+      const __m256i tv[2] = {_mm256_shuffle_epi32(t16, 0x00), _mm256_shuffle_epi32(t16, 0x55)};
       for (int p = 0; p < 2; ++p) {
-        const auto pair = static_cast<int32_t>(static_cast<uint16_t>(t[2 * p]) |
-                                               static_cast<uint32_t>(static_cast<uint16_t>(t[2 * p + 1])) << 16);
-        const __m256i tv = _mm256_set1_epi32(pair);
         for (int h = 0; h < 2; ++h) {
           const __m256i a = widen(r[2 * p], h), b = widen(r[2 * p + 1], h);
-          acc[h][0] = _mm256_add_epi32(acc[h][0], _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), tv));
-          acc[h][1] = _mm256_add_epi32(acc[h][1], _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), tv));
+          const __m256i lo = _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), tv[p]);
+          const __m256i hi = _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), tv[p]);
+          acc[h][0] = _mm256_add_epi32(acc[h][0], lo);
+          acc[h][1] = _mm256_add_epi32(acc[h][1], hi);
         }
       }
     }
@@ -196,7 +196,7 @@ struct Coefs8 {
   static constexpr int64_t kChunk = 8;
 
   // off: the chunk's first byte within the group's rows; cb <= 8 blocks.
-  static void make(const Q4Group& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
+  static void make(const IntGroup& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
     constexpr int G = generic::kAxpyGroup;
     static_assert(G == 32, "the quantization below handles 32 coefficients");
     // Within each lane, bytes (4i + r) -> (4r + i): the 4 rows' t of block i side by side.
@@ -244,9 +244,9 @@ void axpy_legacy_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
   constexpr int64_t kB = sizeof(Block);
   const int64_t nb = n / kQK;
   const int64_t row_len = nb * kB;
-  Q4Group groups[2];
-  Q4Cursor at;
-  next_q4_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
+  IntGroup groups[2];
+  IntCursor at;
+  next_int_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
   // The first group's lines are requested up front; later groups' lines while the group before
   // them is computed.
   for (int r = 0; r < groups[0].count; ++r) {
@@ -255,9 +255,9 @@ void axpy_legacy_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
   }
   ChunkCoefs<kChunk> c;
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
-    const Q4Group& g = groups[cur];
-    Q4Group& ng = groups[cur ^ 1];
-    next_q4_group(wb, ldw, idx, a, ends, n_parts, at, ng);
+    const IntGroup& g = groups[cur];
+    IntGroup& ng = groups[cur ^ 1];
+    next_int_group(wb, ldw, idx, a, ends, n_parts, at, ng);
     float* const yg = y + static_cast<size_t>(g.part) * ldy;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
       const int cb = static_cast<int>(std::min(kChunk, nb - b0));

@@ -18,7 +18,7 @@ namespace hearth::cpu::avx512 {
 namespace {
 
 using avx2::ChunkCoefs;
-using avx2::Q4Group;
+using avx2::IntGroup;
 
 // The f16 scales of `count` <= 8 consecutive blocks (zero lanes past count) as floats.
 __m256 scales_x8(const uint8_t* blocks, int count) {
@@ -66,7 +66,7 @@ __m512 scales_x16(const uint8_t* blocks, int count) {
 struct Coefs16 {
   static constexpr int64_t kChunk = 16;
 
-  static void make(const Q4Group& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
+  static void make(const IntGroup& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
     constexpr int G = generic::kAxpyGroup;
     static_assert(G == 32, "the quantization below handles 32 coefficients");
     const __m512i transpose4 = _mm512_broadcast_i32x4(
@@ -143,8 +143,9 @@ struct SumsVnni512 {
   }
 };
 
-// Pass 2 of Q8_0 with 512-bit vpdpbusd: each half of a block (16 code bytes of 4 rows) is
-// transposed (four_rows_by_column), so 32-bit lane c holds column 16h + c of rows 0..3. vpdpbusd's first operand is unsigned, so the codes go in as q + 128 (xor 0x80) and
+// Pass 2 of Q8_0 with 512-bit vpdpbusd: each half h of a block (16 code bytes of 4 rows) is
+// transposed (four_rows_by_column), so 32-bit lane c holds column 16h + c of rows 0..3.
+// vpdpbusd's first operand is unsigned, so the codes go in as q + 128 (xor 0x80) and
 // 128 sum_r t_r comes off afterwards: pass 1's base is -8 sum_r t_r (Q4_0's), times 16. Per lane
 // at most 8 steps * 4 rows * 255 * 127 < 2^31.
 struct SumsQ8Vnni512 {
