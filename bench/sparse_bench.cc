@@ -14,6 +14,7 @@
 
 #include "backend/cpu/context.h"
 #include "bench_util.h"
+#include "ops/matmul.h"
 #include "ops/sparse_matmul.h"
 
 namespace hearth::bench {
@@ -82,6 +83,44 @@ void bm_sparse_axpy(benchmark::State& state, DType t) {
              });
 }
 
+// A prompt through an input-major copy [kEmbd inputs, kFf outputs] (model-wide thresholds with
+// sparse prompts): each of 128 tokens keeps a random `density`% of its inputs, through
+// sparse_axpy_each; density 0 is the dense product of the row-major matrix instead (matmul), the
+// prompt's other path. Items/s counts tokens. Args: {density in percent, threads}.
+void bm_prompt_axpy_each(benchmark::State& state, DType t) {
+  constexpr int64_t kTokens = 128;
+  cpu::CpuContext ctx(static_cast<int>(state.range(1)));
+  const int64_t percent = state.range(0);
+  const WeightSet& w = cached_weights(t, percent == 0 ? kFf : kEmbd, percent == 0 ? kEmbd : kFf,
+                                      0);
+  const auto x = random_activations(kTokens * kEmbd, 3);
+  std::vector<int32_t> idx(static_cast<size_t>(kTokens * kEmbd));
+  std::vector<float> a(idx.size());
+  std::vector<int64_t> counts(kTokens);
+  std::mt19937 rng(4);
+  for (int64_t tok = 0; tok < kTokens; ++tok) {
+    int64_t k = 0;
+    for (int64_t j = 0; j < kEmbd; ++j) {
+      if (static_cast<int64_t>(rng() % 100) >= percent) continue;
+      idx[static_cast<size_t>(tok * kEmbd + k)] = static_cast<int32_t>(j);
+      a[static_cast<size_t>(tok * kEmbd + k++)] = x[static_cast<size_t>(tok * kEmbd + j)];
+    }
+    counts[static_cast<size_t>(tok)] = k;
+  }
+  std::vector<float> y(static_cast<size_t>(kTokens * kFf));
+  for (auto _ : state) {
+    if (percent == 0) {
+      matmul(ctx, t, w.get(0), kFf, kEmbd, x.data(), kTokens, y.data());
+    } else {
+      sparse_axpy_each(ctx, t, w.get(0), kEmbd, kFf, idx.data(), a.data(), kEmbd, counts.data(),
+                       kTokens, y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kTokens);
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
 void sparse_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"density%", "threads", "contiguous"});
   for (int threads : {1, 2}) {
@@ -94,6 +133,11 @@ void sparse_args(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)
+    ->ArgNames({"density%", "threads"})
+    ->ArgsProduct({{0, 55, 80}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_sparse_axpy, q4_0, DType::Q4_0)->Apply(sparse_args);
 // The types of a Q4_K_M file's FFN (its ffn_down_t included) and the neuron-major Q8_0 copy Hearth
 // makes of a quantized ffn_down.

@@ -90,8 +90,8 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_flag("--sparse-prompt", sparse_prompt,
                "in the sparse modes, give prompt tokens the mode too, so that a token's output is "
                "the same in any batch (the default, except for model-wide threshold files whose "
-               "decode reads input-major copies, where prompts then run through the copies, "
-               "slower)")
+               "decode reads quantized input-major copies, where prompts then run through the "
+               "copies, slower)")
       ->excludes(dense);
 }
 

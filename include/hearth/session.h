@@ -59,8 +59,9 @@ struct SessionOptions {
   // false: batches of more than a few tokens (prompts) run the dense FFN and attention, as
   // PowerInfer's prefill does, so the prompt's KV cache is exact but a token's result depends on
   // the batch it came in (`--dense-prompt`). Unset: true, except where decode steps read
-  // input-major copies (model-wide thresholds, input_major_min_width), which prompts cannot read
-  // at speed, so that no prompt could compute what a decode step does anyway.
+  // quantized input-major copies (model-wide thresholds, input_major_min_width), whose sums
+  // prompts reproduce only by reading the copies token by token, which is slower. (Float copies
+  // give the file's matrices' bits, so prompts there keep their speed.)
   std::optional<bool> sparse_prompt;
   // SparseMode::Threshold: per-layer thresholds to use instead of the file's ([n_layer]; empty:
   // the file's). Calibration searches with these.

@@ -40,6 +40,19 @@ bool model_wide(const std::vector<LayerThresholds>& thresholds) {
   });
 }
 
+// Whether every input-major copy holds float values: those products give the same bits through
+// the copy and through the file's matrix (lane_matvec), so prompts may take the file's matrices
+// at full speed and still compute what decode steps do.
+bool float_copies(const sparse::InputMajor& im) {
+  const auto is_float = [](const Matrix& m) {
+    return !m.present() || m.type == DType::F32 || m.type == DType::F16 || m.type == DType::BF16;
+  };
+  return std::all_of(im.layers.begin(), im.layers.end(), [&](const InputMajorLayer& l) {
+    return is_float(l.wq_t) && is_float(l.wk_t) && is_float(l.wv_t) && is_float(l.wo_t) &&
+           is_float(l.gate_t) && is_float(l.up_t);
+  });
+}
+
 }  // namespace
 
 SessionSparsity::SessionSparsity(const SessionOptions& o, const Model& m)
@@ -51,8 +64,9 @@ SessionSparsity::SessionSparsity(const SessionOptions& o, const Model& m)
   // Model-wide thresholds read input-major copies on models at least input_major_min_width wide.
   const bool input_major = model_wide(thresholds_) && c.n_embd >= o.input_major_min_width;
   if (input_major) input_major_ = &m.impl().input_major();
-  // Prompts through the copies would be slow, so there they are dense unless asked for.
-  sparse_prompt_ = o.sparse_prompt ? *o.sparse_prompt : !input_major;
+  // Sparse prompts through quantized copies cost prompt speed, so there prompts are dense unless
+  // asked for; float copies cost nothing (docs/design-notes.md, "Batch invariance").
+  sparse_prompt_ = o.sparse_prompt ? *o.sparse_prompt : !input_major || float_copies(*input_major_);
 }
 
 int64_t SessionSparsity::input_major_rows(int32_t n_batch) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/input_sparse.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
 #include "ops/sparse_matmul.h"
@@ -35,9 +36,7 @@ RopeParams plain_rope(const ModelConfig& c, float base) {
 
 }  // namespace
 
-RopeParams sliding_rope_params(const ModelConfig& c) {
-  return plain_rope(c, c.rope_freq_base_swa);
-}
+RopeParams sliding_rope_params(const ModelConfig& c) { return plain_rope(c, c.rope_freq_base_swa); }
 
 AttentionParams layer_attention(const AttentionParams& a, const ModelConfig& c, int64_t il) {
   AttentionParams l = a;
@@ -96,14 +95,15 @@ void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t 
   }
 }
 
-// y[n, m_t.cols] = x[n, cols] · m^T through the input-major copy m_t, each row reading only the
-// rows of its own inputs, compacted into s.idx / s.compact / s.counts (row stride m_t.rows);
-// the rows no token needs (m_t.rows - k) come off the pass's count.
-void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m_t, const AttentionScratch& s,
-                          int64_t k, int64_t n, float* y, const AttentionThresholds& th) {
-  sparse_axpy_each(ctx, m_t.type, m_t.data, m_t.rows, m_t.cols, s.idx, s.compact, m_t.rows,
-                   s.counts, n, y);
-  if (th.stats) {
+// y[n, m.rows] = x[n, m.cols] · m^T for x whose small elements were zeroed, their non-zero
+// elements compacted into s.idx / s.compact / s.counts (k inputs non-zero in some row; row stride
+// m_t.rows): through the input-major copy m_t where that reads less (input_sparse_linear), whose
+// unread rows (m_t.rows - k) then come off the pass's count.
+void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
+                          const AttentionScratch& s, int64_t k, const float* x, int64_t n, float* y,
+                          const AttentionThresholds& th) {
+  const SparseInputs in{s.idx, s.compact, m_t.rows, s.counts, k};
+  if (input_sparse_linear(ctx, m, m_t, x, in, n, y) && th.stats) {
     th.stats->weight_bytes -= static_cast<uint64_t>(m_t.rows - k) * row_bytes(m_t.type, m_t.cols);
   }
 }
@@ -124,11 +124,12 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   }
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
-  if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present()) {
+  if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present() &&
+      input_sparse_reads_copy(ctx, l.wq, im->wq_t, n)) {
     const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, im->wq_t, s, k, n, s.q, th);
-    input_sparse_product(ctx, im->wk_t, s, k, n, s.k, th);
-    input_sparse_product(ctx, im->wv_t, s, k, n, s.v, th);
+    input_sparse_product(ctx, l.wq, im->wq_t, s, k, a, n, s.q, th);
+    input_sparse_product(ctx, l.wk, im->wk_t, s, k, a, n, s.k, th);
+    input_sparse_product(ctx, l.wv, im->wv_t, s, k, a, n, s.v, th);
   } else {
     linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
   }
@@ -153,9 +154,9 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
               s.workspace);
   }
   mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
-  if (im && th.wo > 0.0f && im->wo_t.present()) {
+  if (im && th.wo > 0.0f && im->wo_t.present() && input_sparse_reads_copy(ctx, l.wo, im->wo_t, n)) {
     const int64_t k = compact_rows(s.att, n, q_dim, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, im->wo_t, s, k, n, out, th);
+    input_sparse_product(ctx, l.wo, im->wo_t, s, k, s.att, n, out, th);
   } else {
     linear(ctx, l.wo, s.att, n, out);
   }
@@ -164,8 +165,8 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
 
 void attention_residual(cpu::CpuContext& ctx, const ModelConfig& c, const AttentionParams& attn,
                         const RopeTable& rope, const LayerWeights& l,
-                        std::span<const AttentionChunk> chunks, const AttentionScratch& s,
-                        float* x, int64_t n, const AttentionThresholds& th) {
+                        std::span<const AttentionChunk> chunks, const AttentionScratch& s, float* x,
+                        int64_t n, const AttentionThresholds& th) {
   block_norm(ctx, c, x, l.attn_norm, l.attn_norm_b, n, s.xn);
   attention_block(ctx, c, attn, rope, l, chunks, s, s.xn, n, s.out, th);
   if (l.attn_post_norm) block_norm(ctx, c, s.out, l.attn_post_norm, nullptr, n, s.out);

@@ -6,12 +6,12 @@
 #include "backend/cpu/kernels/generic/generic_kernels.h"
 #include "core/error.h"
 #include "ops/matmul_common.h"
+#include "ops/sparse_axpy_chunks.h"
 
 namespace hearth {
-namespace {
+namespace axpy_detail {
 
 using matmul_detail::check_shape;
-using matmul_detail::threads_for;
 
 // Shapes as matmul checks them, plus the index list: an index outside W would read outside the
 // mapping, and one pass over the list costs far less than the rows it selects, so it is checked
@@ -31,9 +31,12 @@ void check_args(const char* op, DType wtype, int64_t rows, int64_t cols, const i
   }
 }
 
-}  // namespace
+}  // namespace axpy_detail
 
 namespace {
+
+using axpy_detail::check_args;
+using matmul_detail::threads_for;
 
 // Y1 (and Y2 when w2 is given) [n, n_idx] = X · W[idx]^T: the gathered rows of w1, then those of
 // w2, as one stacked product, so a thread's range may span both.
@@ -73,26 +76,55 @@ void gather_matmul2(cpu::CpuContext& ctx, DType wtype, const void* w1, const voi
   gather("gather_matmul2", ctx, wtype, w1, w2, rows, cols, idx, n_idx, x, n, y1, y2);
 }
 
-namespace {
+namespace axpy_detail {
 
 // One-token axpy in chunks of the active list: a thread streams whole rows (the column split
 // below has two threads read halves of the same short rows, which the memory system serves well
 // below a matvec's bandwidth), each chunk into its own partial sum, then the partials are
-// added in chunk order. Chunks hold whole groups of the Q4_0 kernel's coefficients (32 non-zero
-// coefficients, the rows actually read), so the groups are those of one pass over the whole
-// list, and their group counts differ by at most one, so a thread's contiguous share of them is
-// within a group of its due. The chunking depends only on the coefficients, never on the thread
-// count, so the result is the same bits for any thread count.
+// added in chunk order. The chunking depends only on the token's list and W's rows, never on
+// the thread count, so the result is the same bits for any thread count. Two ways to cut:
+// - By position: chunks hold whole groups of the Q4_0 kernel's coefficients (32 non-zero
+//   coefficients, the rows actually read), so the groups are those of one pass over the whole
+//   list, and their group counts differ by at most one, so a thread's contiguous share of them is
+//   within a group of its due.
+// - By row (row_grid): float rows (no coefficient groups) with an ascending list over at least a
+//   half of W's rows end chunk c at row floor((c + 1) rows / chunks). Every chunk count
+//   divides kMaxChunks, so every such token's chunks are unions of the same kMaxChunks row
+//   ranges, and sparse_axpy_each sums many tokens' chunks of one range as one product
+//   (sparse_axpy_each.cc). Such lists spread over all of W, so equal row ranges cost about the
+//   same.
+namespace {
 constexpr int64_t kMinChunkRows = 2 * cpu::generic::kAxpyGroup;
 // Chunk counts that split evenly over 1, 2, 3, 4, 6, 8 and 12 threads where they can.
 constexpr int64_t kChunkCounts[] = {24, 12, 8, 6, 4, 2};
-constexpr int64_t kMaxChunks = 24;
+static_assert(kChunkCounts[0] == kMaxChunks);
 
-// Fills bounds[0..chunks] (positions in the list) and returns the number of chunks (1: do not
-// chunk).
-int64_t axpy_chunks(const float* a, int64_t n_idx, int64_t* bounds) {
+int64_t count_nonzero(const float* a, int64_t n_idx) {
   int64_t nnz = 0;
   for (int64_t j = 0; j < n_idx; ++j) nnz += a[j] != 0.0f ? 1 : 0;
+  return nnz;
+}
+
+bool grid_rule(DType wtype, const int32_t* idx, int64_t n_idx, int64_t nnz, int64_t rows) {
+  if (wtype != DType::F32 && wtype != DType::F16 && wtype != DType::BF16) return false;
+  if (2 * nnz < rows) return false;
+  for (int64_t j = 1; j < n_idx; ++j) {
+    if (idx[j] <= idx[j - 1]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool row_grid(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows) {
+  return grid_rule(wtype, idx, n_idx, count_nonzero(a, n_idx), rows);
+}
+
+int64_t grid_row(int64_t range, int64_t rows) { return range * rows / kMaxChunks; }
+
+int64_t axpy_chunks(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows,
+                    int64_t* bounds) {
+  const int64_t nnz = count_nonzero(a, n_idx);
   int64_t chunks = 1;
   for (const int64_t c : kChunkCounts) {
     if (nnz >= c * kMinChunkRows) {
@@ -101,12 +133,20 @@ int64_t axpy_chunks(const float* a, int64_t n_idx, int64_t* bounds) {
     }
   }
   if (chunks == 1) return 1;
+  bounds[0] = 0;
+  bounds[chunks] = n_idx;
+  if (grid_rule(wtype, idx, n_idx, nnz, rows)) {
+    for (int64_t c = 1; c < chunks; ++c) {
+      const auto row = static_cast<int32_t>(grid_row(c * (kMaxChunks / chunks), rows));
+      bounds[c] = std::lower_bound(idx, idx + n_idx, row) - idx;
+    }
+    return chunks;
+  }
   // Chunk c ends after floor((c + 1) * groups / chunks) groups. (Equal chunks of whole groups
   // instead, rounded up, left 96, 96 and 90 rows at 95% sparsity: 2:1 over two threads.) With
   // nnz >= chunks * kMinChunkRows every chunk gets at least two groups.
   constexpr int64_t g = cpu::generic::kAxpyGroup;
   const int64_t groups = (nnz + g - 1) / g;
-  bounds[0] = 0;
   int64_t c = 1, seen = 0;
   // The position (in non-zero coefficients) where chunk c starts, updated once per chunk: a
   // division per coefficient cost more than the search itself.
@@ -119,29 +159,7 @@ int64_t axpy_chunks(const float* a, int64_t n_idx, int64_t* bounds) {
     }
     ++seen;
   }
-  bounds[chunks] = n_idx;
   return chunks;
-}
-
-// y[cols] (+)= part[c0] + ... + part[c1 - 1], one column block at a time in registers, each
-// column summed in chunk order (the first chunk of all overwrites y).
-void add_parts(const float* part, int64_t c0, int64_t c1, int64_t cols, float* y) {
-  constexpr int64_t kCols = 64;
-  for (int64_t b = 0; b < cols; b += kCols) {
-    const int64_t w = std::min(kCols, cols - b);
-    float acc[kCols];
-    const float* first = part + c0 * cols + b;
-    if (c0 == 0) {
-      std::copy(first, first + w, acc);
-    } else {
-      for (int64_t i = 0; i < w; ++i) acc[i] = y[b + i] + first[i];
-    }
-    for (int64_t c = c0 + 1; c < c1; ++c) {
-      const float* pc = part + c * cols + b;
-      for (int64_t i = 0; i < w; ++i) acc[i] += pc[i];
-    }
-    std::copy(acc, acc + w, y + b);
-  }
 }
 
 // part[c - c0] = the axpy over chunk c's positions of the list, for chunks [c0, c1).
@@ -162,6 +180,35 @@ void axpy_into_parts(const cpu::WeightKernels& k, const uint8_t* wb, size_t ldw,
     const int64_t b = bounds[c], e = bounds[c + 1];
     k.axpy(cols, wb, ldw, idx + b, e - b, a + b, static_cast<size_t>(n_idx), 1,
            part + (c - c0) * cols, static_cast<size_t>(cols));
+  }
+}
+
+}  // namespace axpy_detail
+
+namespace {
+
+using axpy_detail::axpy_chunks;
+using axpy_detail::axpy_into_parts;
+using axpy_detail::kMaxChunks;
+
+// y[cols] (+)= part[c0] + ... + part[c1 - 1], one column block at a time in registers, each
+// column summed in chunk order (the first chunk of all overwrites y).
+void add_parts(const float* part, int64_t c0, int64_t c1, int64_t cols, float* y) {
+  constexpr int64_t kCols = 64;
+  for (int64_t b = 0; b < cols; b += kCols) {
+    const int64_t w = std::min(kCols, cols - b);
+    float acc[kCols];
+    const float* first = part + c0 * cols + b;
+    if (c0 == 0) {
+      std::copy(first, first + w, acc);
+    } else {
+      for (int64_t i = 0; i < w; ++i) acc[i] = y[b + i] + first[i];
+    }
+    for (int64_t c = c0 + 1; c < c1; ++c) {
+      const float* pc = part + c * cols + b;
+      for (int64_t i = 0; i < w; ++i) acc[i] += pc[i];
+    }
+    std::copy(acc, acc + w, y + b);
   }
 }
 
@@ -234,7 +281,7 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
   const auto* wb = static_cast<const uint8_t*>(w_t);
   if (n == 1) {
     int64_t bounds[kMaxChunks + 1];
-    if (const int64_t chunks = axpy_chunks(a, n_idx, bounds); chunks > 1) {
+    if (const int64_t chunks = axpy_chunks(wtype, idx, a, n_idx, rows, bounds); chunks > 1) {
       return axpy_chunked(ctx, k, wb, ldw, cols, idx, n_idx, a, chunks, bounds, y);
     }
   }
@@ -262,84 +309,6 @@ void sparse_axpy(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t row
   } else {
     ctx.pool().run(task);
   }
-}
-
-void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_t rows,
-                      int64_t cols, const int32_t* idx, const float* a, int64_t ld,
-                      const int64_t* counts, int64_t n, float* y) {
-  if (n == 1) return sparse_axpy(ctx, wtype, w_t, rows, cols, idx, counts[0], a, 1, y);
-  for (int64_t t = 0; t < n; ++t) {
-    if (counts[t] > ld) fail("sparse_axpy_each: ", counts[t], " rows in a list of ", ld);
-    check_args("sparse_axpy_each", wtype, rows, cols, idx + t * ld, counts[t], 1);
-  }
-  if (cols == 0 || n == 0) return;
-  const cpu::WeightKernels& k = ctx.kernels().weights(wtype);
-  const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  const auto* wb = static_cast<const uint8_t*>(w_t);
-  // Scratch: each token's chunk bounds [n, kMaxChunks + 1] and chunk count [n], then one partial
-  // sum per thread [n_threads, cols].
-  const size_t index_bytes =
-      (static_cast<size_t>(n * (kMaxChunks + 2)) * sizeof(int64_t) + 63) / 64 * 64;
-  auto* arena = static_cast<uint8_t*>(
-      ctx.scratch(index_bytes + static_cast<size_t>(ctx.n_threads() * cols) * sizeof(float)));
-  auto* bounds = reinterpret_cast<int64_t*>(arena);
-  int64_t* const chunks = bounds + n * (kMaxChunks + 1);
-  auto* parts = reinterpret_cast<float*>(arena + index_bytes);
-  int64_t most = 1;
-  for (int64_t t = 0; t < n; ++t) {
-    chunks[t] = axpy_chunks(a + t * ld, counts[t], bounds + t * (kMaxChunks + 1));
-    most = std::max(most, chunks[t]);
-  }
-  // Threads take whole tokens. Chunk by chunk over all of a thread's tokens: the tokens' chunks of
-  // one index cover much the same neurons, whose rows then stay in cache from token to token.
-  // Each token's partials are added in chunk order, as sparse_axpy adds them.
-  ctx.pool().run([&](int ith, int nth) {
-    const auto [t0, t1] = cpu::split_range(n, ith, nth);
-    float* const part = parts + static_cast<int64_t>(ith) * cols;
-    for (int64_t c = 0; c < most; ++c) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const int32_t* it = idx + t * ld;
-        const float* at = a + t * ld;
-        float* const yt = y + t * cols;
-        if (chunks[t] == 1) {
-          // Unchunked, as sparse_axpy's column split sums each column: in one pass over the list.
-          if (c > 0) continue;
-          std::memset(yt, 0, static_cast<size_t>(cols) * sizeof(float));
-          k.axpy(cols, wb, ldw, it, counts[t], at, static_cast<size_t>(counts[t]), 1, yt,
-                 static_cast<size_t>(cols));
-          continue;
-        }
-        if (c >= chunks[t]) continue;
-        axpy_into_parts(k, wb, ldw, cols, it, counts[t], at, bounds + t * (kMaxChunks + 1), c,
-                        c + 1, c == 0 ? yt : part);
-        if (c > 0) {
-          for (int64_t i = 0; i < cols; ++i) yt[i] += part[i];
-        }
-      }
-    }
-  });
-}
-
-int64_t compact_rows(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a,
-                     int64_t* counts) {
-  for (int64_t t = 0; t < n; ++t) {
-    const float* row = x + t * cols;
-    int64_t k = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      if (row[j] == 0.0f) continue;
-      idx[t * cols + k] = static_cast<int32_t>(j);
-      a[t * cols + k++] = row[j];
-    }
-    counts[t] = k;
-  }
-  if (n == 1) return counts[0];
-  int64_t any = 0;
-  for (int64_t j = 0; j < cols; ++j) {
-    bool used = false;
-    for (int64_t t = 0; t < n && !used; ++t) used = x[t * cols + j] != 0.0f;
-    any += used ? 1 : 0;
-  }
-  return any;
 }
 
 }  // namespace hearth

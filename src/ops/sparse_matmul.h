@@ -43,6 +43,16 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
                       int64_t cols, const int32_t* idx, const float* a, int64_t ld,
                       const int64_t* counts, int64_t n, float* y);
 
+// y[cols] = W · x, for a float W [cols, rows] (ggml: rows elements per output row) and an input x
+// [rows] that is zero except at inputs idx[0, n_idx) (ascending), where it is a: read from W_t
+// [rows, cols], W's input-major copy (W's values, in W_t's float type), only the rows of those
+// inputs. The bits are those of matvec (and matmul) of W over x, whatever the thread count: each
+// output is summed as the dense kernels sum it (WeightKernels::dot_lanes), each lane's terms in
+// order, a zero input's term being an exact zero the dense kernels add and this skips. So a
+// token's product is the same through either matrix, and a batch may take whichever is faster.
+void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
+                 int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y);
+
 // Each row of x[n, cols] as the list of its non-zero elements: their columns, ascending, into
 // idx[t * cols, + counts[t]) and their values into a[t * cols, ...]. Returns how many columns are
 // non-zero in some row. With sparse_axpy_each over an input-major copy of W, this makes each

@@ -75,13 +75,12 @@ int64_t select_at_least(cpu::Isa isa, const float* x, int64_t n, float threshold
 }
 
 int64_t mask_below(float* v, int64_t n, float threshold) {
+  // Branch-free, so that the compiler vectorizes it.
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(v[i]) > threshold) {
-      ++kept;
-    } else {
-      v[i] = 0.0f;
-    }
+    const bool keep = std::fabs(v[i]) > threshold;
+    kept += keep ? 1 : 0;
+    v[i] = keep ? v[i] : 0.0f;
   }
   return kept;
 }

@@ -54,10 +54,11 @@ class FfnExecutor {
   void run_group(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                  int64_t n, float* out, SparseStats& stats);
   // Threshold mode: xn[n, n_embd] with the elements at or below the layer's input threshold
-  // zeroed (into scratch; xn itself without one), each row compacted for the input-major copies,
-  // and the gate/up weights they skip counted.
-  const float* threshold_input(const FfnWeights& w, const float* xn, int64_t n,
-                               SparseStats& stats);
+  // zeroed (into scratch; xn itself without one), each row compacted for the input-major copies
+  // where the batch reads them (input_sparse_reads_copy), and the gate/up weights they skip
+  // counted.
+  const float* threshold_input(const cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
+                               int64_t n, SparseStats& stats);
 
   FfnShape shape_;
   FfnMode mode_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/input_sparse.h"
 #include "ops/linear.h"
 #include "ops/sparse_matmul.h"
 
@@ -10,17 +11,17 @@ namespace hearth::sparse {
 void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, const float* xn,
                       int64_t n, FfnScratch& s, float* y, SparseStats& stats) {
   if (m_t && m_t->present() && s.n_inputs >= 0) {
-    sparse_axpy_each(ctx, m_t->type, m_t->data, m_t->rows, m_t->cols, s.input_idx.data(),
-                     s.input_values.data(), m_t->rows, s.input_counts.data(), n, y);
-    stats.weight_bytes += rows_bytes(m_t, s.n_inputs);
+    const SparseInputs in{s.input_idx.data(), s.input_values.data(), m_t->rows,
+                          s.input_counts.data(), s.n_inputs};
+    const bool read_copy = input_sparse_linear(ctx, m, *m_t, xn, in, n, y);
+    stats.weight_bytes += read_copy ? rows_bytes(m_t, s.n_inputs) : m.bytes();
   } else {
     linear(ctx, m, xn, n, y);
     stats.weight_bytes += m.bytes();
   }
 }
 
-void copy_in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n,
-                        float* dst) {
+void copy_in_file_order(const FfnWeights& w, int64_t n_ff, const float* a, int64_t n, float* dst) {
   if (!w.order) {
     std::copy(a, a + n * n_ff, dst);
     return;

@@ -316,6 +316,48 @@ TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
     }
 }
 
+// Several tokens of float rows go through a column-blocked product (up to 6 or 12 tokens' sums
+// in registers), one token through a row walk: each token's output must be the bits the one-token
+// kernel gives over its own rows alone, from any starting y, since sparse_axpy_each sums a block
+// of tokens over the union of their rows (zero coefficients where a token has none). Column
+// counts give every tail of 8 and 16 lanes; token counts cover partial register blocks.
+TEST(SparseKernels, FloatAxpyOfSeveralTokensIsEachTokensOwnAxpy) {
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      const cpu::WeightKernels& k = ks.weights(t);
+      for (int64_t cols : {1, 7, 8, 15, 16, 17, 31, 32, 33, 47, 101}) {
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        const int64_t nr = 150, rows = 2 * nr + 1;  // more rows than a kernel's row block
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 3));
+        const auto idx = random_idx(rows, nr, static_cast<uint32_t>(cols));
+        for (int64_t nt : {2, 5, 7, 13, 25}) {
+          const auto a = sparse_coefficients(nt, nr, static_cast<uint32_t>(nt + cols));
+          const auto y0 = test::random_floats(nt * cols, static_cast<uint32_t>(nt * cols));
+          auto y = y0;
+          k.axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, nt, y.data(), cols);
+          for (int64_t tok = 0; tok < nt; ++tok) {
+            std::vector<int32_t> own_idx;
+            std::vector<float> own_a;
+            for (int64_t j = 0; j < nr; ++j) {
+              if (a[tok * nr + j] == 0.0f) continue;
+              own_idx.push_back(idx[j]);
+              own_a.push_back(a[tok * nr + j]);
+            }
+            std::vector<float> want(y0.begin() + tok * cols, y0.begin() + (tok + 1) * cols);
+            const auto own = static_cast<int64_t>(own_idx.size());
+            k.axpy(cols, w.data(), ldw, own_idx.data(), own, own_a.data(), own, 1, want.data(),
+                   cols);
+            ASSERT_EQ(std::memcmp(want.data(), y.data() + tok * cols, want.size() * 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                << " tokens=" << nt << " token " << tok;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the
 // output into NaN (0 * NaN), so finite, unchanged outputs show they were skipped.
 TEST(SparseKernels, AxpySkipsRowsWithZeroCoefficients) {
@@ -532,41 +574,53 @@ TEST(SparseOps, SparseAxpyOverAHotHeadDoesNotDependOnThreadCount) {
 
 // Several tokens with lists of their own: each row is sparse_axpy of that token's list alone, bit
 // for bit, for short lists (one pass) and long ones (chunked partial sums), at any thread count.
+// Lists of every kind: a mixed block (some tokens read most rows, some few, one none), a block
+// of heavily overlapping lists (float rows then go through one product over their union), and
+// short disjoint ones (token by token). Whichever way, each token gets its own bits.
 TEST(SparseOps, SparseAxpyEachIsOneSparseAxpyPerToken) {
-  const int64_t lengths[] = {700, 40, 1700, 130, 0, 999};  // per token; 0: an empty list
-  const int64_t n = 6, ld = 1800, rows = 1900;
-  for (DType t : test::kAllTypes) {
-    for (int64_t cols : {int64_t{256}, dtype_block_size(t) == 1 ? int64_t{203} : 96}) {
-      const auto w_t = test::random_weights(t, rows, cols, 31);
-      std::vector<int32_t> idx(static_cast<size_t>(n * ld));
-      std::vector<float> a(static_cast<size_t>(n * ld));
-      std::vector<int64_t> counts(lengths, lengths + n);
-      for (int64_t tok = 0; tok < n; ++tok) {
-        const auto list = random_idx(rows, counts[tok], 32 + static_cast<uint32_t>(tok));
-        const auto coef = sparse_coefficients(1, counts[tok], 40 + static_cast<uint32_t>(tok));
-        std::copy(list.begin(), list.end(), idx.begin() + tok * ld);
-        std::copy(coef.begin(), coef.end(), a.begin() + tok * ld);
-      }
-      for (cpu::Isa isa : isas()) {
-        for (int nth = 1; nth <= 3; ++nth) {
-          cpu::CpuContext ctx(nth, isa);
-          std::vector<float> want(static_cast<size_t>(n * cols), std::nanf(""));
-          for (int64_t tok = 0; tok < n; ++tok) {
-            sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data() + tok * ld, counts[tok],
-                        a.data() + tok * ld, 1, want.data() + tok * cols);
-          }
-          for (const int64_t nt : {int64_t{1}, int64_t{2}, n}) {
-            std::vector<float> y(static_cast<size_t>(nt * cols), std::nanf(""));
-            sparse_axpy_each(ctx, t, w_t.data(), rows, cols, idx.data(), a.data(), ld,
-                             counts.data(), nt, y.data());
-            EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
-                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
-                << " tokens=" << nt << " nth=" << nth;
+  const std::vector<std::vector<int64_t>> blocks = {
+      {700, 40, 1700, 130, 0, 999},  // per token; 0: an empty list
+      {1500, 1300, 1700, 1100, 1750, 1200, 1600, 1400, 1650, 1250, 1550, 1350, 1450, 1800},
+      {50, 70, 64, 3}};
+  const int64_t ld = 1800, rows = 1900;
+  for (const std::vector<int64_t>& lengths : blocks)
+    for (DType t : test::kAllTypes) {
+      const auto n = static_cast<int64_t>(lengths.size());
+      // 203 and 600 columns for float rows: a tail, and more than one of the union product's
+      // column panels.
+      std::vector<int64_t> all_cols = {256, 96};
+      if (dtype_block_size(t) == 1) all_cols = {256, 203, 600};
+      for (int64_t cols : all_cols) {
+        const auto w_t = test::random_weights(t, rows, cols, 31);
+        std::vector<int32_t> idx(static_cast<size_t>(n * ld));
+        std::vector<float> a(static_cast<size_t>(n * ld));
+        std::vector<int64_t> counts(lengths.begin(), lengths.end());
+        for (int64_t tok = 0; tok < n; ++tok) {
+          const auto list = random_idx(rows, counts[tok], 32 + static_cast<uint32_t>(tok));
+          const auto coef = sparse_coefficients(1, counts[tok], 40 + static_cast<uint32_t>(tok));
+          std::copy(list.begin(), list.end(), idx.begin() + tok * ld);
+          std::copy(coef.begin(), coef.end(), a.begin() + tok * ld);
+        }
+        for (cpu::Isa isa : isas()) {
+          for (int nth = 1; nth <= 3; ++nth) {
+            cpu::CpuContext ctx(nth, isa);
+            std::vector<float> want(static_cast<size_t>(n * cols), std::nanf(""));
+            for (int64_t tok = 0; tok < n; ++tok) {
+              sparse_axpy(ctx, t, w_t.data(), rows, cols, idx.data() + tok * ld, counts[tok],
+                          a.data() + tok * ld, 1, want.data() + tok * cols);
+            }
+            for (const int64_t nt : {int64_t{1}, int64_t{2}, n - 1, n}) {
+              std::vector<float> y(static_cast<size_t>(nt * cols), std::nanf(""));
+              sparse_axpy_each(ctx, t, w_t.data(), rows, cols, idx.data(), a.data(), ld,
+                               counts.data(), nt, y.data());
+              EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
+                  << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                  << " tokens=" << nt << " nth=" << nth;
+            }
           }
         }
       }
     }
-  }
 }
 
 // The sparse down projection with every neuron active is the dense one: sparse_axpy over the

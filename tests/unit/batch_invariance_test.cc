@@ -62,7 +62,7 @@ void expect_invariant(const std::shared_ptr<const Model>& m, const SessionOption
   SCOPED_TRACE(what);
   SparseStats stats;
   const auto steps = all_logits(m, o, 1);
-  for (const int32_t b : {8, 9, 512}) {
+  for (const int32_t b : {3, 8, 9, 512}) {
     EXPECT_TRUE(same_bits(steps, all_logits(m, o, b, &stats))) << "-b " << b;
   }
   EXPECT_LT(stats.neurons_active, stats.neurons_total) << "the prompt ran sparse";
@@ -154,20 +154,28 @@ TEST(BatchInvariance, ThresholdModeAtEveryBatchSize) {
   all_logits(m, o, 512, &stats);
   EXPECT_GT(stats.input_sparsity(), 0.1) << "the inputs are thresholded";
   expect_invariant(m, o, "model-wide thresholds");
-  // Through input-major copies (made for models this wide and wider): decode steps read them,
-  // so sparse prompts must too; by default such sessions keep dense prompts instead.
-  o.input_major_min_width = 0;
-  o.sparse_prompt = true;
-  expect_invariant(m, o, "model-wide thresholds, input-major copies");
-  o.sparse_prompt.reset();
-  EXPECT_FALSE(same_bits(all_logits(m, o, 1), all_logits(m, o, 512))) << "dense prompts by default";
 }
 
-// The same through requantized copies (a Q4_0 model's are Q4_0 again, rounded a second time).
+// Through float input-major copies (made for models this wide and wider; BF16's are F32): decode
+// steps read them in the dense products' lane order (lane_matvec), so sparse prompts, the
+// default there, may take the file's matrices and still give every token its decode step's bits.
+TEST(BatchInvariance, FloatInputMajorCopies) {
+  for (const DType type : {DType::F32, DType::F16, DType::BF16}) {
+    const auto m = swiglu_model(type);
+    SCOPED_TRACE(dtype_name(type));
+    SessionOptions o = model_wide(*m);
+    o.input_major_min_width = 0;
+    expect_invariant(m, o, "model-wide thresholds, input-major copies");
+  }
+}
+
+// The same through requantized copies (a Q4_0 model's are Q4_0 again, rounded a second time):
+// sparse prompts read the copies token by token, and are not the default.
 TEST(BatchInvariance, QuantizedInputMajorCopies) {
   const auto m = swiglu_model(DType::Q4_0);
   SessionOptions o = model_wide(*m);
   o.input_major_min_width = 0;
+  EXPECT_FALSE(same_bits(all_logits(m, o, 1), all_logits(m, o, 512))) << "dense prompts by default";
   o.sparse_prompt = true;
   expect_invariant(m, o, "q4_0, input-major copies");
 }

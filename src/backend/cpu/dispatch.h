@@ -79,6 +79,11 @@ struct WeightKernels {
   // callers then call axpy per part.
   void (*axpy_parts)(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                      const int64_t* ends, int64_t n_parts, float* y, size_t ldy) = nullptr;
+  // Float types: the lanes of dot's (and gemm's) sums. Each output is L = dot_lanes sums, lane l
+  // adding the products of inputs i = l (mod L) in ascending i as axpy adds (FMA where the ISA
+  // has it), then lanes folded in halves (lane i += lane i + L/2, down to one). The same bits
+  // can so be reached from an input-major copy (ops/lane_matvec.cc). 0 for other types.
+  int dot_lanes = 0;
 };
 
 struct Kernels {

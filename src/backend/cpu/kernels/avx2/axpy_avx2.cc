@@ -176,8 +176,8 @@ void axpy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, 
 template <typename Block, typename Sums>
 void axpy_legacy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                        const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
-  axpy_legacy_int_parts<Block, Coefs8<ScalesGpr<Block>>, Sums>(
-      n, static_cast<const uint8_t*>(w), ldw, idx, a, ends, n_parts, y, ldy);
+  axpy_legacy_int_parts<Block, Coefs8<ScalesGpr<Block>>, Sums>(n, static_cast<const uint8_t*>(w),
+                                                               ldw, idx, a, ends, n_parts, y, ldy);
 }
 
 }  // namespace
@@ -196,6 +196,31 @@ template void axpy_kquant<DType::Q5_K>(int64_t, const void*, size_t, const int32
                                        const float*, size_t, int64_t, float*, size_t);
 template void axpy_kquant<DType::Q6_K>(int64_t, const void*, size_t, const int32_t*, int64_t,
                                        const float*, size_t, int64_t, float*, size_t);
+
+void axpy_float_one_token(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,
+                          int64_t nr, const float* a, float* y) {
+  const auto lda = static_cast<size_t>(nr), ldy = static_cast<size_t>(n);
+  switch (t) {
+    case DType::F32:
+      return axpy<DecodeFloat<LoadF32>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+    case DType::F16:
+      return axpy<DecodeFloat<LoadF16>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+    default:
+      return axpy<DecodeFloat<LoadBf16>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+  }
+}
+
+namespace {
+
+// The table's float entries: the same FMAs per output element either way.
+template <DType T>
+void axpy_float(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt > 1) return axpy_float_tokens(T, n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+  axpy_float_one_token(T, n, w, ldw, idx, nr, a, y);
+}
+
+}  // namespace
 
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
                size_t lda, int64_t nt, float* y, size_t ldy) {
@@ -227,9 +252,9 @@ void kquant_int_axpy_parts(int64_t n, const void* w, size_t ldw, const int32_t* 
 }  // namespace
 
 void set_axpy_kernels(Kernels& k) {
-  k.f32.axpy = axpy<DecodeFloat<LoadF32>>;
-  k.f16.axpy = axpy<DecodeFloat<LoadF16>>;
-  k.bf16.axpy = axpy<DecodeFloat<LoadBf16>>;
+  k.f32.axpy = axpy_float<DType::F32>;
+  k.f16.axpy = axpy_float<DType::F16>;
+  k.bf16.axpy = axpy_float<DType::BF16>;
   k.q8_0.axpy = axpy_q8_0;
   k.q8_0.axpy_parts = axpy_legacy_parts<BlockQ8_0, SumsQ8Avx2>;
   k.q4_0.axpy = axpy_q4_0;

@@ -1,7 +1,5 @@
 // F32 activations against F32, F16 and BF16 weight rows: the float tiles (float_tiles.h) on
 // 8-lane AVX2 vectors.
-#include <cstring>
-
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/span_tiles.h"
 
@@ -13,29 +11,6 @@
 
 namespace hearth::cpu::avx2 {
 namespace {
-
-// Weight type L on 8-lane vectors; tails go through a zero-filled buffer.
-template <typename L>
-struct Ymm {
-  using Vec = __m256;
-  static constexpr int kLanes = 8;
-  static constexpr int64_t kWeightBytes = L::kBytes;
-  static Vec zero() { return _mm256_setzero_ps(); }
-  static Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
-  static Vec weights(const uint8_t* row, int64_t i) { return L::load8(row, i); }
-  static Vec weights_tail(const uint8_t* row, int64_t i, int64_t count) {
-    return load_tail<L>(row, i, count);
-  }
-  static Vec acts(const float* x, int64_t i) { return _mm256_loadu_ps(x + i); }
-  static Vec acts_tail(const float* x, int64_t i, int64_t count) {
-    alignas(32) float buf[8] = {};
-    std::memcpy(buf, x + i, static_cast<size_t>(count) * sizeof(float));
-    return _mm256_load_ps(buf);
-  }
-  static void save(float* p, Vec v) { _mm256_store_ps(p, v); }
-  static Vec restore(const float* p) { return _mm256_load_ps(p); }
-  static float sum(Vec v) { return hsum(v); }
-};
 
 // 3 x 4 keeps 12 accumulators, 3 weight vectors and 1 activation vector in the 16 registers.
 // matvec streams weights from DRAM: rows of a page or more go 8 at a time, 8 independent FMA
@@ -62,6 +37,7 @@ void set_float_kernels(Kernels& k) {
   set_tile_kernels<tiles::FloatTiles<Ymm<LoadF32>>, gemm_float<LoadF32>>(k.f32);
   set_tile_kernels<tiles::FloatTiles<Ymm<LoadF16>>, gemm_float<LoadF16>>(k.f16);
   set_tile_kernels<tiles::FloatTiles<Ymm<LoadBf16>>, gemm_float<LoadBf16>>(k.bf16);
+  for (WeightKernels* f : {&k.f32, &k.f16, &k.bf16}) f->dot_lanes = Ymm<LoadF32>::kLanes;
 }
 
 }  // namespace hearth::cpu::avx2

@@ -16,6 +16,8 @@ void set_quant_kernels(Kernels& k);
 void set_block_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
 void set_kquant_axpy_kernels(Kernels& k);
+// The float axpy of several tokens (axpy_tokens_avx512.cc).
+void set_float_axpy_kernels(Kernels& k);
 
 // The AVX2 table with the entries above replaced.
 Kernels kernels();

@@ -68,4 +68,31 @@ struct LoadBf16 {
   }
 };
 
+// Weight type L on 16-lane vectors, for the float kernels written once for every vector width
+// (float_tiles.h, axpy_token_tiles.h); tails are masked loads and stores.
+template <typename L>
+struct Zmm {
+  using Vec = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int64_t kWeightBytes = L::kBytes;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec splat(float v) { return _mm512_set1_ps(v); }
+  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec weights(const uint8_t* row, int64_t i) { return L::load16(row, i); }
+  static Vec weights_tail(const uint8_t* row, int64_t i, int64_t count) {
+    return L::load16(row, i, first_lanes(count));
+  }
+  static Vec acts(const float* x, int64_t i) { return _mm512_loadu_ps(x + i); }
+  static Vec acts_tail(const float* x, int64_t i, int64_t count) {
+    return _mm512_maskz_loadu_ps(first_lanes(count), x + i);
+  }
+  static void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static void store_tail(float* p, Vec v, int64_t count) {
+    _mm512_mask_storeu_ps(p, first_lanes(count), v);
+  }
+  static void save(float* p, Vec v) { _mm512_store_ps(p, v); }
+  static Vec restore(const float* p) { return _mm512_load_ps(p); }
+  static float sum(Vec v) { return hsum(v); }
+};
+
 }  // namespace hearth::cpu::avx512

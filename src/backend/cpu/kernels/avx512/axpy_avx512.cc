@@ -50,15 +50,14 @@ __m512 scales_x16(const uint8_t* blocks, int count) {
   }
   // Words 0, 9, ..., 63 of bytes 0-127 into words 0-7, and of bytes 144-271 into words 8-15.
   alignas(64) static constexpr uint16_t kLow[32] = {0, 9, 18, 27, 36, 45, 54, 63};
-  alignas(64) static constexpr uint16_t kHigh[32] = {0, 0,  0,  0,  0,  0,  0,  0,
+  alignas(64) static constexpr uint16_t kHigh[32] = {0, 0, 0,  0,  0,  0,  0,  0,
                                                      0, 9, 18, 27, 36, 45, 54, 63};
   const __m512i first = _mm512_permutex2var_epi16(
       _mm512_loadu_si512(blocks), _mm512_load_si512(kLow), _mm512_loadu_si512(blocks + 64));
-  const __m512i second = _mm512_permutex2var_epi16(_mm512_loadu_si512(blocks + 8 * kB),
-                                                   _mm512_load_si512(kHigh),
-                                                   _mm512_loadu_si512(blocks + 8 * kB + 64));
-  return _mm512_cvtph_ps(
-      _mm512_castsi512_si256(_mm512_mask_blend_epi16(0xff00, first, second)));
+  const __m512i second =
+      _mm512_permutex2var_epi16(_mm512_loadu_si512(blocks + 8 * kB), _mm512_load_si512(kHigh),
+                                _mm512_loadu_si512(blocks + 8 * kB + 64));
+  return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xff00, first, second)));
 }
 
 // Pass 1 of the AVX2 Coefs8 with 16 lanes: the packs and the in-lane transpose work per 128-bit
@@ -69,8 +68,8 @@ struct Coefs16 {
   static void make(const IntGroup& g, int64_t off, int cb, ChunkCoefs<kChunk>& c) {
     constexpr int G = generic::kAxpyGroup;
     static_assert(G == 32, "the quantization below handles 32 coefficients");
-    const __m512i transpose4 = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    const __m512i transpose4 =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
     alignas(64) float sbuf[G][kChunk];
     __m512 mv = _mm512_setzero_ps();
     for (int r = 0; r < G; ++r) {
@@ -89,8 +88,8 @@ struct Coefs16 {
         t[i] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(sbuf[4 * k + i]), inv));
         tsum = _mm512_add_epi32(tsum, t[i]);
       }
-      const __m512i packed = _mm512_packs_epi16(_mm512_packs_epi32(t[0], t[1]),
-                                                _mm512_packs_epi32(t[2], t[3]));
+      const __m512i packed =
+          _mm512_packs_epi16(_mm512_packs_epi32(t[0], t[1]), _mm512_packs_epi32(t[2], t[3]));
       _mm512_store_si512(c.tq4[k], _mm512_shuffle_epi8(packed, transpose4));
     }
     _mm512_store_si512(c.base, _mm512_mullo_epi32(tsum, _mm512_set1_epi32(-8)));
@@ -101,11 +100,11 @@ struct Coefs16 {
 // side by side: a row per 128-bit lane, a word permute brings bytes 4L..4L+3 of all 4 rows into
 // lane L, and an in-lane byte shuffle transposes them.
 inline __m512i four_rows_by_column(const uint8_t* const* r, int64_t off) {
-  alignas(64) static constexpr uint16_t kGather[32] = {
-      0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27,
-      4, 5, 12, 13, 20, 21, 28, 29, 6, 7, 14, 15, 22, 23, 30, 31};
-  const __m512i transpose = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  alignas(64) static constexpr uint16_t kGather[32] = {0,  1,  8,  9,  16, 17, 24, 25, 2,  3,  10,
+                                                       11, 18, 19, 26, 27, 4,  5,  12, 13, 20, 21,
+                                                       28, 29, 6,  7,  14, 15, 22, 23, 30, 31};
+  const __m512i transpose =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
   const auto load = [off](const uint8_t* row) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + off));
   };
@@ -136,8 +135,8 @@ struct SumsVnni512 {
     const __m512i hi = _mm512_srai_epi32(hi16, 4);
     const __m512i bv = _mm512_set1_epi32(base);
     const __m512 sv = _mm512_set1_ps(scale);
-    _mm512_storeu_ps(yb, _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)),
-                                         _mm512_loadu_ps(yb)));
+    _mm512_storeu_ps(
+        yb, _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_add_epi32(lo, bv)), _mm512_loadu_ps(yb)));
     _mm512_storeu_ps(yb + 16, _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_add_epi32(hi, bv)),
                                               _mm512_loadu_ps(yb + 16)));
   }

@@ -12,33 +12,12 @@
 namespace hearth::cpu::avx512 {
 namespace {
 
-// Weight type L on 16-lane vectors; tails are masked loads.
-template <typename L>
-struct Zmm {
-  using Vec = __m512;
-  static constexpr int kLanes = 16;
-  static constexpr int64_t kWeightBytes = L::kBytes;
-  static Vec zero() { return _mm512_setzero_ps(); }
-  static Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
-  static Vec weights(const uint8_t* row, int64_t i) { return L::load16(row, i); }
-  static Vec weights_tail(const uint8_t* row, int64_t i, int64_t count) {
-    return L::load16(row, i, first_lanes(count));
-  }
-  static Vec acts(const float* x, int64_t i) { return _mm512_loadu_ps(x + i); }
-  static Vec acts_tail(const float* x, int64_t i, int64_t count) {
-    return _mm512_maskz_loadu_ps(first_lanes(count), x + i);
-  }
-  static void save(float* p, Vec v) { _mm512_store_ps(p, v); }
-  static Vec restore(const float* p) { return _mm512_load_ps(p); }
-  static float sum(Vec v) { return hsum(v); }
-};
-
 // Tile shapes. One token streams weights from DRAM one row at a time wherever rows run
 // consecutively: a 16-lane FMA chain keeps up with DRAM (tiles::float_matvec); scattered
-// gathered rows go 8 at a time. A few tokens take 4 x 4 tiles in column spans: each tile of T tokens
-// costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 is slower there:
-// 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than a
-// 12-way L1 holds. Many tokens (prompts) take 6 x 4 over whole rows: 24 accumulators, 6 weight
+// gathered rows go 8 at a time. A few tokens take 4 x 4 tiles in column spans: each tile of T
+// tokens costs R weight conversions per R x T FMAs, so larger T should win, but 3 x 8 is slower
+// there: 8 activation rows 8 KiB apart plus the weight rows share one L1 set per column, more than
+// a 12-way L1 holds. Many tokens (prompts) take 6 x 4 over whole rows: 24 accumulators, 6 weight
 // vectors and an activation vector fill the 32 registers, and each column meets 4 activation
 // rows where 3 x 8 meets 8, which measured faster (4 x 6 and 5 x 5 as fast; docs/benchmarks.md).
 // Token blocks come in multiples of 4, so 4 tokens leave no edge tiles.
@@ -62,6 +41,7 @@ void set_float_kernels(Kernels& k) {
   tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadF32>>, gemm_float<LoadF32>>(k.f32);
   tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadF16>>, gemm_float<LoadF16>>(k.f16);
   tiles::set_tile_kernels<tiles::FloatTiles<Zmm<LoadBf16>>, gemm_float<LoadBf16>>(k.bf16);
+  for (WeightKernels* f : {&k.f32, &k.f16, &k.bf16}) f->dot_lanes = Zmm<LoadF32>::kLanes;
 }
 
 }  // namespace hearth::cpu::avx512

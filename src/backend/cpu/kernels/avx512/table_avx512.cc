@@ -14,6 +14,7 @@ Kernels kernels() {
   set_block_kernels(k);
   set_axpy_kernels(k);
   set_kquant_axpy_kernels(k);
+  set_float_axpy_kernels(k);
   return k;
 }
 

@@ -19,6 +19,7 @@ Kernels kernels() {
   k.f32 = entries<dot_f32>(ActFormat::F32, nullptr, f32_to_float);
   k.f16 = entries<dot_f16>(ActFormat::F32, nullptr, f16_to_float);
   k.bf16 = entries<dot_bf16>(ActFormat::F32, nullptr, bf16_to_float);
+  for (WeightKernels* f : {&k.f32, &k.f16, &k.bf16}) f->dot_lanes = kLanes;
   k.q8_0 = entries<dot_q8_0>(ActFormat::Q8, quantize_act_q8, q8_0_to_float);
   k.q4_0 = entries<dot_q4_0>(ActFormat::Q8, quantize_act_q8, q4_0_to_float);
   set_axpy_kernels(k);

@@ -1,0 +1,28 @@
+// The several-token float axpy of the AVX-512 table (axpy_token_tiles.h) on 16-lane vectors: 12
+// tokens of 2 vectors are 24 accumulators, beside 2 weight vectors and a broadcast, in the 32
+// registers, so each converted weight vector meets 12 tokens. One token stays with the AVX2 row
+// walk; both add the same fma(w, a, y) per element, so the outputs are the same bits.
+#include "backend/cpu/kernels/avx2/avx2_kernels.h"
+#include "backend/cpu/kernels/avx512/avx512_kernels.h"
+#include "backend/cpu/kernels/avx512/avx512_util.h"
+#include "backend/cpu/kernels/axpy_token_tiles.h"
+
+namespace hearth::cpu::avx512 {
+namespace {
+
+template <typename L, DType T>
+void axpy_float(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
+  if (nt == 1) return avx2::axpy_float_one_token(T, n, w, ldw, idx, nr, a, y);
+  tiles::TokenAxpy<Zmm<L>, 12>::run(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
+}
+
+}  // namespace
+
+void set_float_axpy_kernels(Kernels& k) {
+  k.f32.axpy = axpy_float<LoadF32, DType::F32>;
+  k.f16.axpy = axpy_float<LoadF16, DType::F16>;
+  k.bf16.axpy = axpy_float<LoadBf16, DType::BF16>;
+}
+
+}  // namespace hearth::cpu::avx512
