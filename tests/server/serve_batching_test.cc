@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_util.h"
 #include "server/client_util.h"
 #include "server/server_process.h"
 
@@ -23,8 +24,8 @@ using Clock = std::chrono::steady_clock;
 json request(int i) {
   std::string prompt = "client " + std::to_string(i);
   for (int w = 0; w < i; ++w) prompt += " and word " + std::to_string(w);
-  return json{{"prompt", prompt}, {"max_tokens", 6 + 5 * i}, {"temperature", 0},
-              {"ignore_eos", true}};
+  return json{
+      {"prompt", prompt}, {"max_tokens", 6 + 5 * i}, {"temperature", 0}, {"ignore_eos", true}};
 }
 
 TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
@@ -32,8 +33,8 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
   std::vector<json> expected(kClients);
   {
     // The lone client: one slot, the whole prompt evaluated every time.
-    ServerProcess alone({"-m", small_model(), "-c", "160", "--parallel", "1", "--no-cache-prompt",
-                         "-t", "1"});
+    ServerProcess alone(
+        {"-m", small_model(), "-c", "160", "--parallel", "1", "--no-cache-prompt", "-t", "1"});
     auto c = alone.client();
     for (int i = 0; i < kClients; ++i) {
       const auto r = post_json(c, "/v1/completions", request(i));
@@ -42,8 +43,8 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
     }
     EXPECT_EQ(alone.stop(), 0);
   }
-  ServerProcess server({"-m", small_model(), "-c", "160", "--parallel", "8", "--prompt-chunk", "4",
-                        "-t", "2"});
+  ServerProcess server(
+      {"-m", small_model(), "-c", "160", "--parallel", "8", "--prompt-chunk", "4", "-t", "2"});
   std::vector<json> bodies;
   for (int i = 0; i < kClients; ++i) bodies.push_back(request(i));
   const auto got = post_streams([&] { return server.client(); }, "/v1/completions", bodies);
@@ -64,25 +65,27 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
-// Batch invariance in predictor mode: a request's greedy text and its tokens' log-probabilities
-// (the logits' log-softmax, compared as exact doubles) are the same alone (no cache, one slot, one
-// thread), again from the prompt cache, and beside three other requests that share its forward
-// passes, with its prompt fed in chunks of 4. The high threshold makes the predictors skip
-// neurons that fire, so that a prompt computed any other way gives other text.
-TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
-  const std::string model =
-      synth_model("sparse", {"--n-embd", "128", "--n-layer", "2", "--n-ff", "512", "--n-head", "4",
-                             "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
-                             "q8_0", "--sparsity", "0.7"});
+// A request's greedy text and its tokens' log-probabilities (the logits' log-softmax, compared
+// as exact doubles) are the same alone (no cache, one slot, one thread), again from the prompt
+// cache, and beside three other requests that share its forward passes, with its prompt fed in
+// chunks of 4. `sparse`: the sparse mode's flags.
+void expect_server_invariance(const std::string& model, const std::vector<std::string>& sparse) {
   const auto body = [](const std::string& prompt) {
-    return json{{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"ignore_eos", true},
+    return json{{"prompt", prompt},
+                {"max_tokens", 24},
+                {"temperature", 0},
+                {"ignore_eos", true},
                 {"logprobs", 5}};
+  };
+  const auto args = [&](std::vector<std::string> a) {
+    a.insert(a.end(), sparse.begin(), sparse.end());
+    return a;
   };
   const json mine = body("the request whose answer must not move: forty-odd bytes");
   json expected;
   {
-    ServerProcess alone({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t",
-                         "1", "--sparse", "predictor", "--sparse-threshold", "4"});
+    ServerProcess alone(
+        args({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t", "1"}));
     auto c = alone.client();
     const auto r = post_json(c, "/v1/completions", mine);
     ASSERT_EQ(r.status, 200) << r.raw;
@@ -95,14 +98,14 @@ TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
     EXPECT_EQ(r.body["choices"][0]["text"], expected["text"]) << what;
     EXPECT_EQ(r.body["choices"][0]["logprobs"], expected["logprobs"]) << what;
   };
-  ServerProcess server({"-m", model, "-c", "256", "--parallel", "4", "--prompt-chunk", "4", "-t",
-                        "2", "--sparse", "predictor", "--sparse-threshold", "4"});
+  ServerProcess server(
+      args({"-m", model, "-c", "256", "--parallel", "4", "--prompt-chunk", "4", "-t", "2"}));
   auto c = server.client();
   expect_same(post_json(c, "/v1/completions", mine), "a fresh slot");
   expect_same(post_json(c, "/v1/completions", mine), "from the prompt cache");
   EXPECT_GT(metric(c, "hearth_prompt_tokens_cached_total"), 0);
-  const std::vector<json> bodies = {body("another request, longer than the first one by far"),
-                                    mine, body("a third"), body("and a fourth request of text")};
+  const std::vector<json> bodies = {body("another request, longer than the first one by far"), mine,
+                                    body("a third"), body("and a fourth request of text")};
   std::vector<JsonReply> got(bodies.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < bodies.size(); ++i) {
@@ -114,6 +117,37 @@ TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
   for (auto& t : threads) t.join();
   expect_same(got[1], "beside three other requests");
   EXPECT_EQ(server.stop(), 0) << server.log();
+}
+
+// Batch invariance in predictor mode. The high threshold makes the predictors skip neurons that
+// fire, so that a prompt computed any other way gives other text.
+TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
+  const std::string model =
+      synth_model("sparse", {"--n-embd", "128", "--n-layer", "2", "--n-ff", "512", "--n-head", "4",
+                             "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
+                             "q8_0", "--sparsity", "0.7"});
+  expect_server_invariance(model, {"--sparse", "predictor", "--sparse-threshold", "4"});
+}
+
+// The same in threshold mode on a model-wide F16 file 512 wide, whose decode steps read
+// input-major copies (in the dense products' lane order) while prompts read the file's matrices.
+TEST(ServeBatching, ModelWideThresholdAnswersDoNotDependOnBatchingOrCache) {
+  const std::string model = synth_model(
+      "wide", {"--n-embd", "512", "--n-layer", "2", "--n-ff", "1024", "--n-head", "8",
+               "--n-head-kv", "4", "--n-vocab", "300", "--n-ctx", "256", "--type", "f16"});
+  const std::string dir = temp_dir();
+  std::string text;
+  for (int i = 0; i < 400; ++i) {
+    text += "the cat " + std::to_string(i % 17) + " sat on a mat and saw " + std::to_string(i % 5) +
+            " birds. ";
+  }
+  write_file(dir + "/calib.txt", text);
+  const std::string calibrated = dir + "/wide-mw.gguf";
+  const auto r = run_hearth({"calibrate", "-m", model, "-f", dir + "/calib.txt", "-o", calibrated,
+                             "--sparsity", "0.5", "--layer-groups", "1", "--search-tokens", "64",
+                             "--tokens", "256", "--window", "64", "-t", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_server_invariance(calibrated, {"--sparse", "threshold"});
 }
 
 // While one long reply runs, four short ones join its batch: they take far fewer engine steps than
@@ -137,8 +171,9 @@ TEST(ServeBatching, RequestsJoinARunningBatch) {
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
       auto ci = server.client();
-      got[i] = post_json(ci, "/v1/completions", json{{"prompt", "short " + std::to_string(i)},
-                                                     {"max_tokens", 24}, {"ignore_eos", true}});
+      got[i] = post_json(
+          ci, "/v1/completions",
+          json{{"prompt", "short " + std::to_string(i)}, {"max_tokens", 24}, {"ignore_eos", true}});
     });
   }
   for (auto& t : threads) t.join();
