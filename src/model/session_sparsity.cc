@@ -45,7 +45,7 @@ bool model_wide(const std::vector<LayerThresholds>& thresholds) {
 // at full speed and still compute what decode steps do.
 bool float_copies(const sparse::InputMajor& im) {
   const auto is_float = [](const Matrix& m) {
-    return !m.present() || m.type == DType::F32 || m.type == DType::F16 || m.type == DType::BF16;
+    return !m.present() || dtype_block_size(m.type) == 1;
   };
   return std::all_of(im.layers.begin(), im.layers.end(), [&](const InputMajorLayer& l) {
     return is_float(l.wq_t) && is_float(l.wk_t) && is_float(l.wv_t) && is_float(l.wo_t) &&

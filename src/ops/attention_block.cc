@@ -95,15 +95,15 @@ void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t 
   }
 }
 
-// y[n, m.rows] = x[n, m.cols] · m^T for x whose small elements were zeroed, their non-zero
-// elements compacted into s.idx / s.compact / s.counts (k inputs non-zero in some row; row stride
-// m_t.rows): through the input-major copy m_t where that reads less (input_sparse_linear), whose
-// unread rows (m_t.rows - k) then come off the pass's count.
+// y[n, m.rows] = x · m^T for x whose small elements were zeroed, through the input-major copy
+// m_t, from x's non-zero elements compacted into s.idx / s.compact / s.counts (k inputs non-zero
+// in some row; row stride m_t.rows). The rows it does not read (m_t.rows - k) come off the
+// pass's count.
 void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
-                          const AttentionScratch& s, int64_t k, const float* x, int64_t n, float* y,
+                          const AttentionScratch& s, int64_t k, int64_t n, float* y,
                           const AttentionThresholds& th) {
-  const SparseInputs in{s.idx, s.compact, m_t.rows, s.counts, k};
-  if (input_sparse_linear(ctx, m, m_t, x, in, n, y) && th.stats) {
+  input_major_product(ctx, m, m_t, SparseInputs{s.idx, s.compact, m_t.rows, s.counts, k}, n, y);
+  if (th.stats) {
     th.stats->weight_bytes -= static_cast<uint64_t>(m_t.rows - k) * row_bytes(m_t.type, m_t.cols);
   }
 }
@@ -125,11 +125,11 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
   if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present() &&
-      input_sparse_reads_copy(ctx, l.wq, im->wq_t, n)) {
+      input_sparse_reads_copy(l.wq, im->wq_t, n)) {
     const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, l.wq, im->wq_t, s, k, a, n, s.q, th);
-    input_sparse_product(ctx, l.wk, im->wk_t, s, k, a, n, s.k, th);
-    input_sparse_product(ctx, l.wv, im->wv_t, s, k, a, n, s.v, th);
+    input_sparse_product(ctx, l.wq, im->wq_t, s, k, n, s.q, th);
+    input_sparse_product(ctx, l.wk, im->wk_t, s, k, n, s.k, th);
+    input_sparse_product(ctx, l.wv, im->wv_t, s, k, n, s.v, th);
   } else {
     linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
   }
@@ -154,9 +154,9 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
               s.workspace);
   }
   mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
-  if (im && th.wo > 0.0f && im->wo_t.present() && input_sparse_reads_copy(ctx, l.wo, im->wo_t, n)) {
+  if (im && th.wo > 0.0f && im->wo_t.present() && input_sparse_reads_copy(l.wo, im->wo_t, n)) {
     const int64_t k = compact_rows(s.att, n, q_dim, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, l.wo, im->wo_t, s, k, s.att, n, out, th);
+    input_sparse_product(ctx, l.wo, im->wo_t, s, k, n, out, th);
   } else {
     linear(ctx, l.wo, s.att, n, out);
   }

@@ -1,6 +1,6 @@
-// Products whose input had its small elements zeroed (model-wide thresholds): through the
-// input-major copy of the weights, reading only the rows of the non-zero inputs, or through the
-// row-major matrix, whichever costs less for the batch.
+// Products whose input had its small elements zeroed (model-wide thresholds) through the
+// input-major copy of the weights, reading only the rows of the non-zero inputs; or, where that
+// gives the same bits and costs more, through the row-major matrix (linear()).
 #pragma once
 
 #include <cstdint>
@@ -21,19 +21,18 @@ struct SparseInputs {
   int64_t any = 0;
 };
 
-// y[n, m.rows] = x[n, m.cols] · m^T, m_t being m's input-major copy [m.cols, m.rows]. Returns
-// whether it read m_t (only the rows of the non-zero inputs: `any` rows for the batch) rather
-// than m.
-// - Float m and m_t: the bits of linear(m) either way (lane_matvec), so the batch takes the
-//   cheaper path: m_t token by token for a few tokens, m's matrix product for more.
-// - Otherwise m_t, each token's own list through sparse_axpy_each: each token's bits are a lone
-//   decode step's, but not those of linear(m).
-bool input_sparse_linear(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t, const float* x,
-                         const SparseInputs& in, int64_t n, float* y);
+// Whether a batch of n tokens should read m_t, m's input-major copy [m.cols, m.rows], for its
+// product over a zeroed input (and so needs the lists of non-zero inputs). For float m and m_t
+// either matrix gives the same bits (lane_matvec), so only a few tokens read m_t, each its own
+// rows; more share m's rows in linear(m). Quantized copies round differently from m, so every
+// batch that is to give its tokens their decode steps' bits reads them.
+bool input_sparse_reads_copy(const Matrix& m, const Matrix& m_t, int64_t n);
 
-// Whether input_sparse_linear would read m_t for a batch of n tokens: only then does it need the
-// lists of non-zero inputs. Otherwise linear(m) over the zeroed input gives its bits.
-bool input_sparse_reads_copy(const cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
-                             int64_t n);
+// y[n, m.rows] = x · m^T for the zeroed input whose non-zero elements are `in`, through m_t,
+// reading only the rows of those inputs (`in.any` rows for the batch): float copies token by
+// token in m's sums' lane order (lane_matvec: the bits of linear(m)), quantized ones through
+// sparse_axpy_each (each token a lone decode step's bits).
+void input_major_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
+                         const SparseInputs& in, int64_t n, float* y);
 
 }  // namespace hearth

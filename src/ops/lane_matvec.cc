@@ -18,7 +18,8 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
                  int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y) {
   axpy_detail::check_args("lane_matvec", wtype_t, rows, cols, idx, n_idx, 1);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
-  if (lanes <= 0 || ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
+  constexpr int kMaxLanes = 64;
+  if (lanes <= 0 || lanes > kMaxLanes || ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
     fail("lane_matvec: ", dtype_name(wtype), " to ", dtype_name(wtype_t), " is not float to float");
   }
   if (cols == 0) return;
@@ -42,15 +43,12 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
     ++start[idx[j] % lanes + 1];
   }
   for (int l = 0; l < lanes; ++l) start[l + 1] += start[l];
-  {
-    int64_t next[256];
-    if (lanes > 256) fail("lane_matvec: ", lanes, " lanes");
-    std::copy(start, start + lanes, next);
-    for (int64_t j = 0; j < n_idx; ++j) {
-      const int64_t at = next[idx[j] % lanes]++;
-      by_lane[at] = idx[j];
-      coef[at] = a[j];
-    }
+  int64_t next[kMaxLanes];
+  std::copy(start, start + lanes, next);
+  for (int64_t j = 0; j < n_idx; ++j) {
+    const int64_t at = next[idx[j] % lanes]++;
+    by_lane[at] = idx[j];
+    coef[at] = a[j];
   }
   const auto* wb = static_cast<const uint8_t*>(w_t);
   // The last thread folds the lanes once every thread has added its own (a second pass of the

@@ -21,13 +21,11 @@ void check_args(const char* op, DType wtype, int64_t rows, int64_t cols, const i
 // One token's chunks of its list (idx, a)[0, n_idx) over W's `rows` rows: fills
 // bounds[0..chunks] (positions in the list) and returns the number of chunks (1: do not chunk),
 // which divides kMaxChunks. It depends only on the list, W's type and rows, never on the thread
-// count. Where row_grid holds, chunk c ends at row grid_row((c + 1) * kMaxChunks / chunks, rows).
+// count. Float rows with an ascending list whose non-zero coefficients cover at least half of W's
+// rows are cut by row (*by_row, when given, says so): chunk c then ends at row
+// grid_row((c + 1) * kMaxChunks / chunks, rows), whatever the chunk count.
 int64_t axpy_chunks(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows,
-                    int64_t* bounds);
-
-// Whether axpy_chunks cuts this list by rows (float rows, ascending list, non-zero coefficients
-// for at least half of W's rows).
-bool row_grid(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows);
+                    int64_t* bounds, bool* by_row = nullptr);
 
 // The first row of range `range` of the kMaxChunks equal row ranges of W (range kMaxChunks: rows).
 int64_t grid_row(int64_t range, int64_t rows);

@@ -14,6 +14,7 @@
 //   coefficients included), so at best it matches that product's speed.
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 #include "ops/sparse_axpy_chunks.h"
@@ -40,8 +41,7 @@ struct TokenList {
   int64_t count;
   const int64_t* bounds;  // [chunks + 1], positions in the list
   int64_t chunks;
-  bool by_row;  // axpy_chunks cut it by row (axpy_detail::row_grid)
-  float* y;     // [cols]
+  float* y;  // [cols]
 };
 
 size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
@@ -183,8 +183,9 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
   const auto* wb = static_cast<const uint8_t*>(w_t);
   // Scratch: the tokens' lists [n], their chunk bounds [n, kMaxChunks + 1], the row-cut tokens
-  // [n] and their coefficients by row [n, rows], 0, 1, ..., rows - 1, then per thread a partial
-  // sum [cols], the product's partial sums [n, kPanelCols] and its packed slice.
+  // [n] and the others [n], the row-cut ones' coefficients by row [n, rows], 0, 1, ...,
+  // rows - 1, then per thread a partial sum [cols], the product's partial sums [n, kPanelCols]
+  // and its packed slice.
   const int nth = ctx.n_threads();
   const size_t list_bytes = round64(static_cast<size_t>(n) * sizeof(TokenList));
   const size_t bound_bytes = round64(static_cast<size_t>(n * (kMaxChunks + 1)) * sizeof(int64_t));
@@ -195,26 +196,32 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
   const size_t panel_bytes = round64(static_cast<size_t>(n * kPanelCols) * sizeof(float));
   const size_t pack_bytes =
       round64(static_cast<size_t>(max_range_rows(rows) * kPackStride) * sizeof(float));
-  const size_t shared_bytes = list_bytes + bound_bytes + order_bytes + x_bytes + iota_bytes;
+  const size_t shared_bytes = list_bytes + bound_bytes + 2 * order_bytes + x_bytes + iota_bytes;
   const size_t thread_bytes = part_bytes + 2 * panel_bytes + pack_bytes;
   auto* arena =
       static_cast<uint8_t*>(ctx.scratch(shared_bytes + static_cast<size_t>(nth) * thread_bytes));
   auto* tokens = reinterpret_cast<TokenList*>(arena);
   auto* bounds = reinterpret_cast<int64_t*>(arena + list_bytes);
-  auto* by_row = reinterpret_cast<const TokenList**>(arena + list_bytes + bound_bytes);
-  auto* x = reinterpret_cast<float*>(arena + list_bytes + bound_bytes + order_bytes);
-  auto* iota = reinterpret_cast<int32_t*>(arena + list_bytes + bound_bytes + order_bytes + x_bytes);
+  uint8_t* at_bytes = arena + list_bytes + bound_bytes;
+  const auto take = [&at_bytes](size_t bytes) { return std::exchange(at_bytes, at_bytes + bytes); };
+  auto* by_row = reinterpret_cast<const TokenList**>(take(order_bytes));
+  auto* others = reinterpret_cast<const TokenList**>(take(order_bytes));
+  auto* x = reinterpret_cast<float*>(take(x_bytes));
+  auto* iota = reinterpret_cast<int32_t*>(take(iota_bytes));
   uint8_t* const per_thread = arena + shared_bytes;
-  int64_t n_row = 0;
+  int64_t n_row = 0, n_other = 0;
   for (int64_t t = 0; t < n; ++t) {
     const int32_t* const it = idx + t * ld;
     const float* const at = a + t * ld;
     int64_t* const b = bounds + t * (kMaxChunks + 1);
-    const bool cut_by_row = axpy_detail::row_grid(wtype, it, at, counts[t], rows);
-    tokens[t] = {
-        it,         at,          counts[t], b, axpy_chunks(wtype, it, at, counts[t], rows, b),
-        cut_by_row, y + t * cols};
-    if (cut_by_row) by_row[n_row++] = &tokens[t];
+    bool cut_by_row = false;
+    const int64_t chunks = axpy_chunks(wtype, it, at, counts[t], rows, b, &cut_by_row);
+    tokens[t] = {it, at, counts[t], b, chunks, y + t * cols};
+    if (cut_by_row) {
+      by_row[n_row++] = &tokens[t];
+    } else {
+      others[n_other++] = &tokens[t];
+    }
   }
   if (n_row > 0) {
     scatter_coefficients(by_row, n_row, rows, x);
@@ -225,29 +232,18 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
   const int64_t col_steps = (cols + 15) / 16;
   ctx.pool().run([&](int ith, int) {
     uint8_t* const mine = per_thread + static_cast<size_t>(ith) * thread_bytes;
-    auto* const part = reinterpret_cast<float*>(mine);
-    if (n_row > 0) {
-      const auto [s0, s1] = cpu::split_range(col_steps, ith, nth);
+    const auto [s0, s1] = cpu::split_range(col_steps, ith, nth);
+    if (n_row > 0 && s1 > s0) {
       float* const panels = reinterpret_cast<float*>(mine + part_bytes);
       const ProductScratch ps{x, panels, panels + panel_bytes / sizeof(float),
                               panels + 2 * panel_bytes / sizeof(float)};
-      if (s1 > s0) {
-        each_by_product(k, ctx.kernels().f32, wtype, wb, ldw, rows, 16 * s0,
-                        std::min(cols, 16 * s1), by_row, n_row, iota, ps);
-      }
+      each_by_product(k, ctx.kernels().f32, wtype, wb, ldw, rows, 16 * s0, std::min(cols, 16 * s1),
+                      by_row, n_row, iota, ps);
     }
-    const TokenList* others[kBlockTokens];
-    int64_t n_other = 0;
-    const auto [t0, t1] = cpu::split_range(n, ith, nth);
-    for (int64_t t = t0; t < t1; ++t) {
-      if (tokens[t].by_row) continue;
-      others[n_other++] = &tokens[t];
-      if (n_other == kBlockTokens || t + 1 == t1) {
-        each_token(k, wb, ldw, cols, others, n_other, part);
-        n_other = 0;
-      }
+    const auto [t0, t1] = cpu::split_range(n_other, ith, nth);
+    if (t1 > t0) {
+      each_token(k, wb, ldw, cols, others + t0, t1 - t0, reinterpret_cast<float*>(mine));
     }
-    if (n_other > 0) each_token(k, wb, ldw, cols, others, n_other, part);
   });
 }
 

@@ -87,7 +87,7 @@ namespace axpy_detail {
 //   coefficients, the rows actually read), so the groups are those of one pass over the whole
 //   list, and their group counts differ by at most one, so a thread's contiguous share of them is
 //   within a group of its due.
-// - By row (row_grid): float rows (no coefficient groups) with an ascending list over at least a
+// - By row: float rows (no coefficient groups) with an ascending list over at least a
 //   half of W's rows end chunk c at row floor((c + 1) rows / chunks). Every chunk count
 //   divides kMaxChunks, so every such token's chunks are unions of the same kMaxChunks row
 //   ranges, and sparse_axpy_each sums many tokens' chunks of one range as one product
@@ -99,15 +99,8 @@ constexpr int64_t kMinChunkRows = 2 * cpu::generic::kAxpyGroup;
 constexpr int64_t kChunkCounts[] = {24, 12, 8, 6, 4, 2};
 static_assert(kChunkCounts[0] == kMaxChunks);
 
-int64_t count_nonzero(const float* a, int64_t n_idx) {
-  int64_t nnz = 0;
-  for (int64_t j = 0; j < n_idx; ++j) nnz += a[j] != 0.0f ? 1 : 0;
-  return nnz;
-}
-
-bool grid_rule(DType wtype, const int32_t* idx, int64_t n_idx, int64_t nnz, int64_t rows) {
-  if (wtype != DType::F32 && wtype != DType::F16 && wtype != DType::BF16) return false;
-  if (2 * nnz < rows) return false;
+bool cut_by_row(DType wtype, const int32_t* idx, int64_t n_idx, int64_t nnz, int64_t rows) {
+  if (dtype_block_size(wtype) != 1 || 2 * nnz < rows) return false;
   for (int64_t j = 1; j < n_idx; ++j) {
     if (idx[j] <= idx[j - 1]) return false;
   }
@@ -116,15 +109,14 @@ bool grid_rule(DType wtype, const int32_t* idx, int64_t n_idx, int64_t nnz, int6
 
 }  // namespace
 
-bool row_grid(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows) {
-  return grid_rule(wtype, idx, n_idx, count_nonzero(a, n_idx), rows);
-}
-
 int64_t grid_row(int64_t range, int64_t rows) { return range * rows / kMaxChunks; }
 
 int64_t axpy_chunks(DType wtype, const int32_t* idx, const float* a, int64_t n_idx, int64_t rows,
-                    int64_t* bounds) {
-  const int64_t nnz = count_nonzero(a, n_idx);
+                    int64_t* bounds, bool* by_row) {
+  int64_t nnz = 0;
+  for (int64_t j = 0; j < n_idx; ++j) nnz += a[j] != 0.0f ? 1 : 0;
+  const bool grid = cut_by_row(wtype, idx, n_idx, nnz, rows);
+  if (by_row) *by_row = grid;
   int64_t chunks = 1;
   for (const int64_t c : kChunkCounts) {
     if (nnz >= c * kMinChunkRows) {
@@ -135,7 +127,7 @@ int64_t axpy_chunks(DType wtype, const int32_t* idx, const float* a, int64_t n_i
   if (chunks == 1) return 1;
   bounds[0] = 0;
   bounds[chunks] = n_idx;
-  if (grid_rule(wtype, idx, n_idx, nnz, rows)) {
+  if (grid) {
     for (int64_t c = 1; c < chunks; ++c) {
       const auto row = static_cast<int32_t>(grid_row(c * (kMaxChunks / chunks), rows));
       bounds[c] = std::lower_bound(idx, idx + n_idx, row) - idx;

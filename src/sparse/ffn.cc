@@ -74,7 +74,7 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   const int64_t neurons = n * (w.neurons ? w.n_neurons : shape_.n_ff);
   const bool thresholds = decides && mode_.mode == SparseMode::Threshold;
   scratch_.n_inputs = -1;
-  if (thresholds) xn = threshold_input(ctx, w, xn, n, stats);
+  if (thresholds) xn = threshold_input(w, xn, n, stats);
   const uint64_t active_before = stats.neurons_active;
   const Selection sel = rule.decide(ctx, shape_, layer, w, xn, p, n, scratch_, stats);
   const FfnGroup g{w, xn, p, n, out};
@@ -92,8 +92,8 @@ void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const flo
   }
 }
 
-const float* FfnExecutor::threshold_input(const cpu::CpuContext& ctx, const FfnWeights& w,
-                                          const float* xn, int64_t n, SparseStats& stats) {
+const float* FfnExecutor::threshold_input(const FfnWeights& w, const float* xn, int64_t n,
+                                          SparseStats& stats) {
   // Gate and up skip the columns of the zeroed elements, counted per element as its weights in
   // every neuron's rows. At threshold 0 nothing is zeroed, but the weights still count.
   const int64_t elements = n * shape_.n_embd;
@@ -104,9 +104,8 @@ const float* FfnExecutor::threshold_input(const cpu::CpuContext& ctx, const FfnW
     kept = mask_below(masked, elements, w.in_threshold);
     xn = masked;
     // Rows decided sparsely read only the rows of their inputs left from the input-major
-    // copies: decode steps, and prompts when they are masked too.
-    if (!w.neurons && w.up_t && w.up_t->present() &&
-        input_sparse_reads_copy(ctx, *w.up, *w.up_t, n)) {
+    // copies, where the batch reads them (input_sparse_reads_copy).
+    if (!w.neurons && w.up_t && w.up_t->present() && input_sparse_reads_copy(*w.up, *w.up_t, n)) {
       scratch_.n_inputs = compact_rows(xn, n, shape_.n_embd, scratch_.input_idx.data(),
                                        scratch_.input_values.data(), scratch_.input_counts.data());
     }

@@ -57,8 +57,7 @@ class FfnExecutor {
   // zeroed (into scratch; xn itself without one), each row compacted for the input-major copies
   // where the batch reads them (input_sparse_reads_copy), and the gate/up weights they skip
   // counted.
-  const float* threshold_input(const cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
-                               int64_t n, SparseStats& stats);
+  const float* threshold_input(const FfnWeights& w, const float* xn, int64_t n, SparseStats& stats);
 
   FfnShape shape_;
   FfnMode mode_;

@@ -13,8 +13,8 @@ void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, 
   if (m_t && m_t->present() && s.n_inputs >= 0) {
     const SparseInputs in{s.input_idx.data(), s.input_values.data(), m_t->rows,
                           s.input_counts.data(), s.n_inputs};
-    const bool read_copy = input_sparse_linear(ctx, m, *m_t, xn, in, n, y);
-    stats.weight_bytes += read_copy ? rows_bytes(m_t, s.n_inputs) : m.bytes();
+    input_major_product(ctx, m, *m_t, in, n, y);
+    stats.weight_bytes += rows_bytes(m_t, s.n_inputs);
   } else {
     linear(ctx, m, xn, n, y);
     stats.weight_bytes += m.bytes();
