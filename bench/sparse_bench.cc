@@ -83,6 +83,37 @@ void bm_sparse_axpy(benchmark::State& state, DType t) {
              });
 }
 
+// A decode step through a float input-major copy [kEmbd inputs, kFf outputs] (model-wide
+// thresholds, as ffn_up's copy): lane_matvec over a random `density`% of the inputs, whose sums
+// are the dense matvec's bits. Bytes/s counts the active rows, as above.
+void bm_lane_matvec(benchmark::State& state, DType t) {
+  cpu::CpuContext ctx(static_cast<int>(state.range(1)));
+  const WeightSet& w = cached_weights(t, kEmbd, kFf, kColdBytes);
+  std::vector<std::vector<int32_t>> sets;
+  for (uint32_t k = 0; k < kSets; ++k) {
+    std::mt19937 rng(k);
+    std::vector<int32_t> rows;
+    for (int32_t j = 0; j < kEmbd; ++j) {
+      if (static_cast<int64_t>(rng() % 100) < state.range(0)) rows.push_back(j);
+    }
+    sets.push_back(std::move(rows));
+  }
+  const auto a = random_activations(kEmbd, 2);
+  std::vector<float> y(static_cast<size_t>(kFf));
+  int64_t rows_read = 0;
+  size_t i = 0;
+  for (auto _ : state) {
+    const std::vector<int32_t>& idx = sets[i % kSets];
+    lane_matvec(ctx, t, t, w.get(i), kEmbd, kFf, idx.data(), static_cast<int64_t>(idx.size()),
+                a.data(), y.data());
+    rows_read += static_cast<int64_t>(idx.size());
+    ++i;
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(rows_read * row_bytes(t, kFf));
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
 // A prompt through an input-major copy [kEmbd inputs, kFf outputs] (model-wide thresholds with
 // sparse prompts): each of 128 tokens keeps a random `density`% of its inputs, through
 // sparse_axpy_each; density 0 is the dense product of the row-major matrix instead (matmul), the
@@ -91,8 +122,7 @@ void bm_prompt_axpy_each(benchmark::State& state, DType t) {
   constexpr int64_t kTokens = 128;
   cpu::CpuContext ctx(static_cast<int>(state.range(1)));
   const int64_t percent = state.range(0);
-  const WeightSet& w = cached_weights(t, percent == 0 ? kFf : kEmbd, percent == 0 ? kEmbd : kFf,
-                                      0);
+  const WeightSet& w = cached_weights(t, percent == 0 ? kFf : kEmbd, percent == 0 ? kEmbd : kFf, 0);
   const auto x = random_activations(kTokens * kEmbd, 3);
   std::vector<int32_t> idx(static_cast<size_t>(kTokens * kEmbd));
   std::vector<float> a(idx.size());
@@ -133,6 +163,11 @@ void sparse_args(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
+BENCHMARK_CAPTURE(bm_lane_matvec, f16, DType::F16)
+    ->ArgNames({"density%", "threads"})
+    ->ArgsProduct({{100, 50, 20}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)
     ->ArgNames({"density%", "threads"})
     ->ArgsProduct({{0, 55, 80}, {1, 2}})

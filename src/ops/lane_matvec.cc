@@ -4,7 +4,8 @@
 // a row [cols] of partial sums over the inputs of that lane: the one-token axpy (FMA in ascending
 // order, or the scalar table's multiply-then-add, as that table's dot does) adds each listed
 // input's row of W_t into it, and a final pass folds the L rows as the dot product folds its
-// lanes. Threads take whole lanes (disjoint rows of W_t: no shared writes, no order to keep).
+// lanes. Threads take whole lanes (disjoint rows of W_t: no shared writes, no order to keep),
+// runs of lanes with about equal numbers of inputs.
 #include <algorithm>
 #include <cstring>
 
@@ -19,7 +20,9 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   axpy_detail::check_args("lane_matvec", wtype_t, rows, cols, idx, n_idx, 1);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
   constexpr int kMaxLanes = 64;
-  if (lanes <= 0 || lanes > kMaxLanes || ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
+  // The fold in halves needs a power of two, which also makes a lane a mask rather than a division.
+  if (lanes <= 0 || lanes > kMaxLanes || (lanes & (lanes - 1)) != 0 ||
+      ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
     fail("lane_matvec: ", dtype_name(wtype), " to ", dtype_name(wtype_t), " is not float to float");
   }
   if (cols == 0) return;
@@ -37,25 +40,34 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   auto* by_lane = reinterpret_cast<int32_t*>(arena + acc_bytes);
   auto* coef = reinterpret_cast<float*>(arena + acc_bytes + list_bytes);
   auto* start = reinterpret_cast<int64_t*>(arena + acc_bytes + list_bytes + coef_bytes);
+  const int32_t lane_mask = lanes - 1;
   std::fill(start, start + lanes + 1, 0);
   for (int64_t j = 0; j < n_idx; ++j) {
     if (j > 0 && idx[j] <= idx[j - 1]) fail("lane_matvec: inputs not in ascending order");
-    ++start[idx[j] % lanes + 1];
+    ++start[(idx[j] & lane_mask) + 1];
   }
   for (int l = 0; l < lanes; ++l) start[l + 1] += start[l];
   int64_t next[kMaxLanes];
   std::copy(start, start + lanes, next);
   for (int64_t j = 0; j < n_idx; ++j) {
-    const int64_t at = next[idx[j] % lanes]++;
+    const int64_t at = next[idx[j] & lane_mask]++;
     by_lane[at] = idx[j];
     coef[at] = a[j];
   }
   const auto* wb = static_cast<const uint8_t*>(w_t);
+  // Threads take runs of lanes holding about equal shares of the inputs: lane l's run of by_lane
+  // starts at start[l], so thread i's first lane is the lane boundary nearest i / nth of them.
+  const auto first_lane = [&](int i, int nth) {
+    const int64_t goal = n_idx * i / nth;
+    const int64_t* at = std::lower_bound(start, start + lanes, goal);
+    if (at > start && goal - at[-1] < *at - goal) --at;
+    return i == nth ? lanes : static_cast<int>(at - start);
+  };
   // The last thread folds the lanes once every thread has added its own (a second pass of the
   // pool costs more than the fold).
   cpu::Turns turns;
   ctx.pool().run([&](int ith, int nth) {
-    const auto [l0, l1] = cpu::split_range(lanes, ith, nth);
+    const int l0 = first_lane(ith, nth), l1 = first_lane(ith + 1, nth);
     for (int64_t l = l0; l < l1; ++l) {
       float* const row = acc + l * cols;
       std::memset(row, 0, static_cast<size_t>(cols) * sizeof(float));
