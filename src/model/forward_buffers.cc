@@ -26,6 +26,8 @@ ForwardBuffers::ForwardBuffers(const ModelConfig& c, const AttentionParams& attn
     input_idx = AlignedBuffer(values * sizeof(int32_t));
     input_values = AlignedBuffer(values * sizeof(float));
     input_counts = AlignedBuffer(static_cast<size_t>(input_major_rows) * sizeof(int64_t));
+    qkv = AlignedBuffer((q_dim + 2 * static_cast<size_t>(c.n_embd_kv())) *
+                        static_cast<size_t>(input_major_rows) * sizeof(float));
   }
 }
 
@@ -40,7 +42,8 @@ AttentionScratch ForwardBuffers::attention() const {
                           masked.f32(),
                           static_cast<int32_t*>(input_idx.data()),
                           input_values.f32(),
-                          static_cast<int64_t*>(input_counts.data())};
+                          static_cast<int64_t*>(input_counts.data()),
+                          qkv.f32()};
 }
 
 }  // namespace hearth

@@ -37,6 +37,7 @@ struct ForwardBuffers {
   AlignedBuffer input_idx;     // [rows, max(n_embd, q_dim)] int32
   AlignedBuffer input_values;  // [rows, max(n_embd, q_dim)]
   AlignedBuffer input_counts;  // [rows] int64
+  AlignedBuffer qkv;           // [rows, q_dim + 2 n_embd_kv]  products through a joint q/k/v copy
 };
 
 }  // namespace hearth

@@ -48,8 +48,8 @@ bool float_copies(const sparse::InputMajor& im) {
     return !m.present() || dtype_block_size(m.type) == 1;
   };
   return std::all_of(im.layers.begin(), im.layers.end(), [&](const InputMajorLayer& l) {
-    return is_float(l.wq_t) && is_float(l.wk_t) && is_float(l.wv_t) && is_float(l.wo_t) &&
-           is_float(l.gate_t) && is_float(l.up_t);
+    return is_float(l.wq_t) && is_float(l.wk_t) && is_float(l.wv_t) && is_float(l.wqkv_t) &&
+           is_float(l.wo_t) && is_float(l.gate_t) && is_float(l.up_t);
   });
 }
 

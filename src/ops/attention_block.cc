@@ -124,8 +124,19 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   }
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
-  if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() && im->wv_t.present() &&
-      input_sparse_reads_copy(l.wq, im->wq_t, n)) {
+  if (im && th.qkv > 0.0f && im->wqkv_t.present() && input_sparse_reads_copy(l.wq, im->wqkv_t, n)) {
+    // One product through the joint copy, its rows [q | k | v] then dealt out.
+    const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
+    input_sparse_product(ctx, l.wq, im->wqkv_t, s, k, n, s.qkv, th);
+    const int64_t width = q_dim + 2 * kv_dim;
+    for (int64_t t = 0; t < n; ++t) {
+      const float* row = s.qkv + t * width;
+      std::copy_n(row, q_dim, s.q + t * q_dim);
+      std::copy_n(row + q_dim, kv_dim, s.k + t * kv_dim);
+      std::copy_n(row + q_dim + kv_dim, kv_dim, s.v + t * kv_dim);
+    }
+  } else if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() &&
+             im->wv_t.present() && input_sparse_reads_copy(l.wq, im->wq_t, n)) {
     const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
     input_sparse_product(ctx, l.wq, im->wq_t, s, k, n, s.q, th);
     input_sparse_product(ctx, l.wk, im->wk_t, s, k, n, s.k, th);

@@ -79,6 +79,7 @@ struct AttentionScratch {
   int32_t* idx = nullptr;     // [rows, max(n_embd, q_dim)] the row's inputs that are not zero,
   float* compact = nullptr;   // [rows, max(n_embd, q_dim)] their values,
   int64_t* counts = nullptr;  // [rows]                     and how many
+  float* qkv = nullptr;       // [rows, q_dim + 2 kv_dim]   q, k, v through a joint copy (wqkv_t)
 };
 
 // out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -42,14 +43,28 @@ class Transposer {
   // so the bytes, do not depend on the thread count.
   Matrix operator()(const Matrix& w, DType type, const int32_t* order,
                     std::vector<HugeBuffer>& storage) {
-    const int64_t rows = w.rows, cols = w.cols;
-    // all[rows, cols]: w dequantized once.
+    return (*this)(std::span<const Matrix>(&w, 1), type, order, storage);
+  }
+
+  // The same for matrices of equal cols stacked one above the other: row j of the copy holds
+  // their columns j side by side, in the order given.
+  Matrix operator()(std::span<const Matrix> parts, DType type, const int32_t* order,
+                    std::vector<HugeBuffer>& storage) {
+    const int64_t cols = parts.front().cols;
+    int64_t rows = 0;
+    for (const Matrix& w : parts) rows += w.rows;
+    // all[rows, cols]: the parts dequantized once.
     const auto elements = static_cast<size_t>(rows * cols);
     if (all_.size() < elements) all_.resize(elements);
     float* const all = all_.data();
-    cpu::run_ranges(pool_, rows, [&](int64_t first, int64_t last) {
-      for (int64_t r = first; r < last; ++r) dequantize_row(w.type, w.row(r), all + r * cols, cols);
-    });
+    for (int64_t row0 = 0; const Matrix& w : parts) {
+      cpu::run_ranges(pool_, w.rows, [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r) {
+          dequantize_row(w.type, w.row(r), all + (row0 + r) * cols, cols);
+        }
+      });
+      row0 += w.rows;
+    }
     const int64_t rb = row_bytes(type, rows);
     auto& blob = storage.emplace_back(static_cast<size_t>(rb * cols));
     const int64_t passes = (cols + kColumnsPerPass - 1) / kColumnsPerPass;
@@ -103,6 +118,21 @@ DType input_major_type(DType t, int64_t rows) {
   }
 }
 
+namespace {
+
+// q, k and v get one copy side by side where all three are float matrices of one type: their
+// float copies are exact whatever the row length, so the joint copy holds the same values as
+// three would, and a decode step reads each input's three rows as one run.
+bool fuse_qkv(const LayerWeights& l) {
+  const Matrix* parts[] = {&l.wq, &l.wk, &l.wv};
+  for (const Matrix* w : parts) {
+    if (!w->present() || w->type != l.wq.type || w->cols != l.wq.cols) return false;
+  }
+  return dtype_block_size(l.wq.type) == 1;
+}
+
+}  // namespace
+
 InputMajor make_input_major(const std::vector<LayerWeights>& layers) {
   InputMajor out;
   Transposer transpose;
@@ -112,9 +142,14 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers) {
       return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
                          : Matrix{};
     };
-    t.wq_t = copy(l.wq);
-    t.wk_t = copy(l.wk);
-    t.wv_t = copy(l.wv);
+    if (fuse_qkv(l)) {
+      const Matrix parts[] = {l.wq, l.wk, l.wv};
+      t.wqkv_t = transpose(parts, input_major_type(l.wq.type, l.wq.rows), nullptr, out.storage);
+    } else {
+      t.wq_t = copy(l.wq);
+      t.wk_t = copy(l.wk);
+      t.wv_t = copy(l.wv);
+    }
     t.wo_t = copy(l.wo);
     t.gate_t = copy(l.ffn_gate);
     t.up_t = copy(l.ffn_up);
