@@ -72,8 +72,9 @@ struct LayerWeights {
 // ffn_down_t is for down), which model-wide input thresholds read only for the inputs that pass:
 // [n_embd, q_dim] wq_t, [n_embd, kv_dim] wk_t and wv_t, [q_dim, n_embd] wo_t, [n_embd, n_ff]
 // gate_t and up_t. A matrix without a copy stays not present (its products stay dense).
-// Float files get q, k and v in one copy instead, [n_embd, q_dim + 2 kv_dim] wqkv_t, row j
-// holding input j's rows of wq_t, wk_t and wv_t side by side.
+// Where the three copies would share a type whose blocks tile each of them, q, k and v get one
+// copy instead, [n_embd, q_dim + 2 kv_dim] wqkv_t, row j holding input j's rows of wq_t, wk_t
+// and wv_t side by side.
 struct InputMajorLayer {
   Matrix wq_t, wk_t, wv_t, wo_t, gate_t, up_t;
   Matrix wqkv_t;

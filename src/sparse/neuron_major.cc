@@ -120,15 +120,21 @@ DType input_major_type(DType t, int64_t rows) {
 
 namespace {
 
-// q, k and v get one copy side by side where all three are float matrices of one type: their
-// float copies are exact whatever the row length, so the joint copy holds the same values as
-// three would, and a decode step reads each input's three rows as one run.
+// q, k and v get one copy side by side where their copies would have one type whose blocks
+// tile each of the three: the copy's blocks run along the outputs and are quantized one by one,
+// so the joint copy holds the bytes three would, and a decode step reads each input's three rows
+// as one run.
 bool fuse_qkv(const LayerWeights& l) {
   const Matrix* parts[] = {&l.wq, &l.wk, &l.wv};
+  if (!l.wq.present()) return false;
+  const DType type = input_major_type(l.wq.type, l.wq.rows);
   for (const Matrix* w : parts) {
-    if (!w->present() || w->type != l.wq.type || w->cols != l.wq.cols) return false;
+    if (!w->present() || w->type != l.wq.type || w->cols != l.wq.cols ||
+        input_major_type(w->type, w->rows) != type || w->rows % dtype_block_size(type) != 0) {
+      return false;
+    }
   }
-  return dtype_block_size(l.wq.type) == 1;
+  return true;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // thread counts give the same bits, and `calibrate --sparsity` reaches its target per layer, writes
 // keys that --sparse auto picks up, and refuses what it cannot do. On a small synthetic SwiGLU
 // model made here, so no ../shared is needed.
+#include "calib/input_sparsity.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,9 +14,9 @@
 #include <string>
 
 #include "calib/calibrate.h"
-#include "calib/input_sparsity.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "core/quantize.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/synth.h"
@@ -82,8 +84,8 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
   const std::vector<int32_t> tokens = m->tokenize(text(200, 4), false);
   const float all = std::numeric_limits<float>::max();
   // Everything skipped, then one input only: its share of the layer's thresholded weights.
-  Session every(m, with_thresholds(c.n_layer, {.attn_in = all, .attn_out = all, .ffn_in = all,
-                                               .down = all}));
+  Session every(
+      m, with_thresholds(c.n_layer, {.attn_in = all, .attn_out = all, .ffn_in = all, .down = all}));
   every.eval(tokens);
   EXPECT_DOUBLE_EQ(every.sparse_stats().input_sparsity(), 1.0);
   const calib::InputShape shape = calib::input_shape(c);
@@ -169,6 +171,65 @@ TEST(InputSparsity, QuantizedModelsReadRequantizedInputMajorCopies) {
   }
   EXPECT_LT(sparse.sparse_stats().weight_bytes, dense.sparse_stats().weight_bytes);
   EXPECT_GT(sparse.sparse_stats().input_sparsity(), 0.1);
+}
+
+// A matrix [rows, cols] of random values in type t, its bytes in `storage`.
+Matrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed,
+                     std::vector<std::vector<uint8_t>>& storage) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(rows * cols));
+  for (float& v : values) v = normal(rng);
+  auto& bytes = storage.emplace_back(static_cast<size_t>(rows * row_bytes(t, cols)));
+  quantize_rows(t, values.data(), bytes.data(), rows, cols);
+  return Matrix{t, bytes.data(), rows, cols};
+}
+
+TEST(InputSparsity, JointQkvCopyHoldsTheBytesOfThreeCopies) {
+  struct Case {
+    DType q, kv;  // the file's types of wq and of wk, wv
+    int64_t q_rows, kv_rows;
+    bool joint;  // whether the three share one copy
+  };
+  const Case cases[] = {
+      {DType::F16, DType::F16, 96, 40, true},      {DType::BF16, DType::BF16, 64, 24, true},
+      {DType::Q8_0, DType::Q8_0, 128, 64, true},   {DType::Q4_0, DType::Q4_0, 128, 96, true},
+      {DType::Q4_K, DType::Q4_K, 512, 256, true},  {DType::Q6_K, DType::Q6_K, 512, 256, true},
+      {DType::Q4_K, DType::Q6_K, 512, 256, false},  // Q4_K_M's attn_v: copies of two types
+      {DType::Q4_K, DType::Q4_K, 512, 96, false},   // k's copy would be Q4_0, q's Q4_K
+      {DType::F16, DType::F32, 64, 32, false},
+  };
+  constexpr int64_t kInputs = 256;  // a K-quant row
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.q)) + "/" + std::string(dtype_name(c.kv)));
+    std::vector<std::vector<uint8_t>> storage;
+    LayerWeights joint, only_q, only_k, only_v;
+    joint.wq = only_q.wq = random_matrix(c.q, c.q_rows, kInputs, 1, storage);
+    joint.wk = only_k.wk = random_matrix(c.kv, c.kv_rows, kInputs, 2, storage);
+    joint.wv = only_v.wv = random_matrix(c.kv, c.kv_rows, kInputs, 3, storage);
+    const sparse::InputMajor im = sparse::make_input_major({joint, only_q, only_k, only_v});
+    const InputMajorLayer& l = im.layers[0];
+    ASSERT_EQ(l.wqkv_t.present(), c.joint);
+    if (!c.joint) {
+      EXPECT_TRUE(l.wq_t.present() && l.wk_t.present() && l.wv_t.present());
+      continue;
+    }
+    EXPECT_FALSE(l.wq_t.present() || l.wk_t.present() || l.wv_t.present());
+    const Matrix& q_t = im.layers[1].wq_t;
+    const Matrix& k_t = im.layers[2].wk_t;
+    const Matrix& v_t = im.layers[3].wv_t;
+    ASSERT_EQ(l.wqkv_t.type, q_t.type);
+    ASSERT_EQ(l.wqkv_t.rows, kInputs);
+    ASSERT_EQ(l.wqkv_t.cols, c.q_rows + 2 * c.kv_rows);
+    const auto q_bytes = static_cast<size_t>(row_bytes(q_t.type, q_t.cols));
+    const auto kv_bytes = static_cast<size_t>(row_bytes(k_t.type, k_t.cols));
+    for (int64_t j = 0; j < kInputs; ++j) {
+      const uint8_t* row = l.wqkv_t.row(j);
+      EXPECT_TRUE(std::equal(row, row + q_bytes, q_t.row(j)));
+      EXPECT_TRUE(std::equal(row + q_bytes, row + q_bytes + kv_bytes, k_t.row(j)));
+      EXPECT_TRUE(std::equal(row + q_bytes + kv_bytes, row + q_bytes + 2 * kv_bytes, v_t.row(j)));
+    }
+  }
 }
 
 calib::CalibrateOptions calibration(double sparsity) {
