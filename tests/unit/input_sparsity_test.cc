@@ -3,8 +3,6 @@
 // thread counts give the same bits, and `calibrate --sparsity` reaches its target per layer, writes
 // keys that --sparse auto picks up, and refuses what it cannot do. On a small synthetic SwiGLU
 // model made here, so no ../shared is needed.
-#include "calib/input_sparsity.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <string>
 
 #include "calib/calibrate.h"
+#include "calib/input_sparsity.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/quantize.h"
