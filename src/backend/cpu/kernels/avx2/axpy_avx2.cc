@@ -4,7 +4,8 @@
 // streams in flight. Per output element the FMAs still run in ascending j, the reference's
 // order, so results differ from it only by FMA rounding and do not depend on how the caller
 // splits the columns. One token of Q4_0 and Q8_0 goes through integer sums instead
-// (axpy_legacy_int.h), as the reference does.
+// (axpy_legacy_int.h), as the reference does, and one token of float rows through the row walk
+// the AVX-512 table shares (axpy_row_walk.h).
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -21,20 +22,18 @@
 #include "backend/cpu/kernels/avx2/axpy_window.h"
 #include "backend/cpu/kernels/avx2/float_loads.h"
 
+// After them, so the templates are AVX2 code even where the build's flags are missing.
+#include "backend/cpu/kernels/axpy_row_walk.h"
+
 namespace hearth::cpu::avx2 {
 namespace {
 
-// A decoder turns the kVecs * 8 columns from c of a row into float vectors, exactly as
-// dequantize_row computes them. Float rows go a vector at a time (with a tail); quantized rows
-// a block at a time (n is a multiple of the block).
-template <typename L>
-struct DecodeFloat {
-  static constexpr int kVecs = 1;
-  static constexpr int64_t kChunkBytes = 8 * L::kBytes;
-  using Load = L;
-  static void run(const uint8_t* row, int64_t c, __m256* out) { out[0] = L::load8(row, c); }
-};
+// Float rows per pass of the one-token walk (axpy_row_walk.h): 8 coefficients, two
+// accumulators and the converted weights fit the 16 registers.
+constexpr int kFloatWalkRows = 8;
 
+// A decoder turns the kVecs * 8 columns from c of a quantized row into float vectors, exactly as
+// dequantize_row computes them, a block at a time (n is a multiple of the block).
 struct DecodeQ8_0 {
   static constexpr int kVecs = 4;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
@@ -132,23 +131,6 @@ void axpy_pass(int64_t n, const uint8_t* const* w, const uint8_t* const* next, c
       }
     }
   }
-  if constexpr (V == 1) {
-    if (c < n) {
-      // The last n - c < 8 columns of float rows: zero-padded weights, masked y.
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - c)),
-                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      __m256 wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = load_tail<typename D::Load>(w[r], c, n - c);
-      for (int64_t t = 0; t < nt; ++t) {
-        float* yt = y + t * ldy + c;
-        __m256 acc = _mm256_maskload_ps(yt, mask);
-        for (int r = 0; r < R; ++r) {
-          acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + t * lda + j[r]), wv[r], acc);
-        }
-        _mm256_maskstore_ps(yt, mask, acc);
-      }
-    }
-  }
 }
 
 template <typename D>
@@ -199,14 +181,13 @@ template void axpy_kquant<DType::Q6_K>(int64_t, const void*, size_t, const int32
 
 void axpy_float_one_token(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,
                           int64_t nr, const float* a, float* y) {
-  const auto lda = static_cast<size_t>(nr), ldy = static_cast<size_t>(n);
   switch (t) {
     case DType::F32:
-      return axpy<DecodeFloat<LoadF32>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+      return tiles::RowWalk<Ymm<LoadF32>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
     case DType::F16:
-      return axpy<DecodeFloat<LoadF16>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+      return tiles::RowWalk<Ymm<LoadF16>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
     default:
-      return axpy<DecodeFloat<LoadBf16>>(n, w, ldw, idx, nr, a, lda, 1, y, ldy);
+      return tiles::RowWalk<Ymm<LoadBf16>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
   }
 }
 
