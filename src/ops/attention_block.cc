@@ -102,10 +102,41 @@ void mask_sparse_rows(std::span<const AttentionChunk> chunks, float* x, int64_t 
 void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
                           const AttentionScratch& s, int64_t k, int64_t n, float* y,
                           const AttentionThresholds& th) {
-  input_major_product(ctx, m, m_t, SparseInputs{s.idx, s.compact, m_t.rows, s.counts, k}, n, y);
+  input_major_product(ctx, m, m_t, SparseInputs{s.idx, s.compact, m_t.rows, s.counts}, n, y);
   if (th.stats) {
     th.stats->weight_bytes -= static_cast<uint64_t>(m_t.rows - k) * row_bytes(m_t.type, m_t.cols);
   }
+}
+
+// q, k and v of the zeroed input a[n, n_embd] through the layer's input-major copies, where
+// this batch reads them (input_sparse_reads_copy): the joint copy in one product whose rows
+// [q | k | v] are then dealt out, or the three copies. False where the batch takes the file's
+// matrices instead.
+bool qkv_through_copies(cpu::CpuContext& ctx, const ModelConfig& c, const LayerWeights& l,
+                        const InputMajorLayer& im, const AttentionScratch& s, const float* a,
+                        int64_t n, const AttentionThresholds& th) {
+  const bool joint = im.wqkv_t.present();
+  if (joint ? !input_sparse_reads_copy(l.wq, im.wqkv_t, n)
+            : !(im.wq_t.present() && im.wk_t.present() && im.wv_t.present() &&
+                input_sparse_reads_copy(l.wq, im.wq_t, n))) {
+    return false;
+  }
+  const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
+  if (!joint) {
+    input_sparse_product(ctx, l.wq, im.wq_t, s, k, n, s.q, th);
+    input_sparse_product(ctx, l.wk, im.wk_t, s, k, n, s.k, th);
+    input_sparse_product(ctx, l.wv, im.wv_t, s, k, n, s.v, th);
+    return true;
+  }
+  input_sparse_product(ctx, l.wq, im.wqkv_t, s, k, n, s.qkv, th);
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
+  for (int64_t t = 0; t < n; ++t) {
+    const float* row = s.qkv + t * (q_dim + 2 * kv_dim);
+    std::copy_n(row, q_dim, s.q + t * q_dim);
+    std::copy_n(row + q_dim, kv_dim, s.k + t * kv_dim);
+    std::copy_n(row + q_dim + kv_dim, kv_dim, s.v + t * kv_dim);
+  }
+  return true;
 }
 
 }  // namespace
@@ -124,24 +155,7 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
   }
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
   const InputMajorLayer* im = th.input_major;
-  if (im && th.qkv > 0.0f && im->wqkv_t.present() && input_sparse_reads_copy(l.wq, im->wqkv_t, n)) {
-    // One product through the joint copy, its rows [q | k | v] then dealt out.
-    const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, l.wq, im->wqkv_t, s, k, n, s.qkv, th);
-    const int64_t width = q_dim + 2 * kv_dim;
-    for (int64_t t = 0; t < n; ++t) {
-      const float* row = s.qkv + t * width;
-      std::copy_n(row, q_dim, s.q + t * q_dim);
-      std::copy_n(row + q_dim, kv_dim, s.k + t * kv_dim);
-      std::copy_n(row + q_dim + kv_dim, kv_dim, s.v + t * kv_dim);
-    }
-  } else if (im && th.qkv > 0.0f && im->wq_t.present() && im->wk_t.present() &&
-             im->wv_t.present() && input_sparse_reads_copy(l.wq, im->wq_t, n)) {
-    const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, l.wq, im->wq_t, s, k, n, s.q, th);
-    input_sparse_product(ctx, l.wk, im->wk_t, s, k, n, s.k, th);
-    input_sparse_product(ctx, l.wv, im->wv_t, s, k, n, s.v, th);
-  } else {
+  if (!(im && th.qkv > 0.0f && qkv_through_copies(ctx, c, l, *im, s, a, n, th))) {
     linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
   }
   add_bias(isa, s.q, l.bq, n, q_dim);

@@ -11,14 +11,12 @@
 namespace hearth {
 
 // The non-zero elements of an input x[n, width], as compact_rows lists them: token t's columns
-// idx[t * ld, + counts[t]) (ascending) and values a[t * ld, ...]; `any` columns are non-zero in
-// some token.
+// idx[t * ld, + counts[t]) (ascending) and values a[t * ld, ...].
 struct SparseInputs {
   const int32_t* idx = nullptr;
   const float* a = nullptr;
   int64_t ld = 0;
   const int64_t* counts = nullptr;
-  int64_t any = 0;
 };
 
 // Whether a batch of n tokens should read m_t, m's input-major copy [m.cols, m.rows], for its
@@ -29,7 +27,7 @@ struct SparseInputs {
 bool input_sparse_reads_copy(const Matrix& m, const Matrix& m_t, int64_t n);
 
 // y[n, m.rows] = x · m^T for the zeroed input whose non-zero elements are `in`, through m_t,
-// reading only the rows of those inputs (`in.any` rows for the batch): float copies token by
+// reading only the rows of those inputs: float copies token by
 // token in m's sums' lane order (lane_matvec: the bits of linear(m)), quantized ones through
 // sparse_axpy_each (each token a lone decode step's bits).
 void input_major_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,

@@ -12,7 +12,7 @@ void all_rows_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix* m_t, 
                       int64_t n, FfnScratch& s, float* y, SparseStats& stats) {
   if (m_t && m_t->present() && s.n_inputs >= 0) {
     const SparseInputs in{s.input_idx.data(), s.input_values.data(), m_t->rows,
-                          s.input_counts.data(), s.n_inputs};
+                          s.input_counts.data()};
     input_major_product(ctx, m, *m_t, in, n, y);
     stats.weight_bytes += rows_bytes(m_t, s.n_inputs);
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -120,21 +121,20 @@ DType input_major_type(DType t, int64_t rows) {
 
 namespace {
 
-// q, k and v get one copy side by side where their copies would have one type whose blocks
-// tile each of the three: the copy's blocks run along the outputs and are quantized one by one,
-// so the joint copy holds the bytes three would, and a decode step reads each input's three rows
-// as one run.
-bool fuse_qkv(const LayerWeights& l) {
-  const Matrix* parts[] = {&l.wq, &l.wk, &l.wv};
-  if (!l.wq.present()) return false;
+// The type of q, k and v's one copy side by side, where their copies would have one type whose
+// blocks tile each of the three: the copy's blocks run along the outputs and are quantized one
+// by one, so the joint copy holds the bytes three would, and a decode step reads each input's
+// three rows as one run. Empty where they keep a copy each.
+std::optional<DType> joint_qkv_type(const LayerWeights& l) {
+  if (!l.wq.present()) return std::nullopt;
   const DType type = input_major_type(l.wq.type, l.wq.rows);
-  for (const Matrix* w : parts) {
+  for (const Matrix* w : {&l.wq, &l.wk, &l.wv}) {
     if (!w->present() || w->type != l.wq.type || w->cols != l.wq.cols ||
         input_major_type(w->type, w->rows) != type || w->rows % dtype_block_size(type) != 0) {
-      return false;
+      return std::nullopt;
     }
   }
-  return true;
+  return type;
 }
 
 }  // namespace
@@ -148,9 +148,9 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers) {
       return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
                          : Matrix{};
     };
-    if (fuse_qkv(l)) {
+    if (const std::optional<DType> joint = joint_qkv_type(l)) {
       const Matrix parts[] = {l.wq, l.wk, l.wv};
-      t.wqkv_t = transpose(parts, input_major_type(l.wq.type, l.wq.rows), nullptr, out.storage);
+      t.wqkv_t = transpose(parts, *joint, nullptr, out.storage);
     } else {
       t.wq_t = copy(l.wq);
       t.wk_t = copy(l.wk);

@@ -29,11 +29,8 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
-// The float axpy of this table, for F32, F16 and BF16 rows: one token through the row walk
-// (axpy_avx2.cc), several through the column-blocked product (axpy_tokens_avx2.cc). Tables that
-// replace one of them call the other.
-void axpy_float_one_token(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,
-                          int64_t nr, const float* a, float* y);
+// The several-token float axpy of this table, for F32, F16 and BF16 rows: the column-blocked
+// product (axpy_tokens_avx2.cc). One token takes the row walk (axpy_avx2.cc).
 void axpy_float_tokens(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,
                        int64_t nr, const float* a, size_t lda, int64_t nt, float* y, size_t ldy);
 // The Q4_0, Q8_0 and K-quant axpy entries of this table (every token count), for tables that

@@ -179,26 +179,15 @@ template void axpy_kquant<DType::Q5_K>(int64_t, const void*, size_t, const int32
 template void axpy_kquant<DType::Q6_K>(int64_t, const void*, size_t, const int32_t*, int64_t,
                                        const float*, size_t, int64_t, float*, size_t);
 
-void axpy_float_one_token(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,
-                          int64_t nr, const float* a, float* y) {
-  switch (t) {
-    case DType::F32:
-      return tiles::RowWalk<Ymm<LoadF32>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
-    case DType::F16:
-      return tiles::RowWalk<Ymm<LoadF16>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
-    default:
-      return tiles::RowWalk<Ymm<LoadBf16>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
-  }
-}
-
 namespace {
 
-// The table's float entries: the same FMAs per output element either way.
-template <DType T>
+// The table's float entries: one token through the row walk, several through the column-blocked
+// product; the same FMAs per output element either way.
+template <DType T, typename L>
 void axpy_float(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                 const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
   if (nt > 1) return axpy_float_tokens(T, n, w, ldw, idx, nr, a, lda, nt, y, ldy);
-  axpy_float_one_token(T, n, w, ldw, idx, nr, a, y);
+  tiles::RowWalk<Ymm<L>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
 }
 
 }  // namespace
@@ -233,9 +222,9 @@ void kquant_int_axpy_parts(int64_t n, const void* w, size_t ldw, const int32_t* 
 }  // namespace
 
 void set_axpy_kernels(Kernels& k) {
-  k.f32.axpy = axpy_float<DType::F32>;
-  k.f16.axpy = axpy_float<DType::F16>;
-  k.bf16.axpy = axpy_float<DType::BF16>;
+  k.f32.axpy = axpy_float<DType::F32, LoadF32>;
+  k.f16.axpy = axpy_float<DType::F16, LoadF16>;
+  k.bf16.axpy = axpy_float<DType::BF16, LoadBf16>;
   k.q8_0.axpy = axpy_q8_0;
   k.q8_0.axpy_parts = axpy_legacy_parts<BlockQ8_0, SumsQ8Avx2>;
   k.q4_0.axpy = axpy_q4_0;
