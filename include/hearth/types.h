@@ -66,16 +66,16 @@ struct LayerThresholds {
 
 // Hyper-parameters of a loaded model, read from GGUF metadata.
 struct ModelConfig {
-  std::string arch;   // general.architecture
-  std::string name;   // general.name, if any
+  std::string arch;  // general.architecture
+  std::string name;  // general.name, if any
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
   int64_t n_ff = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t head_dim = 0;  // {arch}.attention.key_length, else n_embd / n_head
-  int64_t n_rot = 0;     // rotary dimensions per head (<= head_dim)
+  int64_t head_dim = 0;     // {arch}.attention.key_length, else n_embd / n_head
+  int64_t n_rot = 0;        // rotary dimensions per head (<= head_dim)
   int64_t n_ctx_train = 0;  // opt: the positions it has learned embeddings for
   NormType norm = NormType::Rms;
   float norm_eps = 1e-5f;  // layer_norm_rms_epsilon or layer_norm_epsilon, per `norm`
@@ -88,9 +88,9 @@ struct ModelConfig {
   // The sliding layers' RoPE base, unscaled (gemma3: their 10000 against the others' 1e6 with
   // linear scaling); 0: every layer's RoPE is the model's.
   float rope_freq_base_swa = 0.0f;
-  float attn_scale = 0.0f;     // of q · k; 0: 1 / sqrt(head_dim)
-  float attn_softcap = 0.0f;   // scores s become c · tanh(s / c) before the softmax; 0: none
-  float final_softcap = 0.0f;  // the same on the logits
+  float attn_scale = 0.0f;       // of q · k; 0: 1 / sqrt(head_dim)
+  float attn_softcap = 0.0f;     // scores s become c · tanh(s / c) before the softmax; 0: none
+  float final_softcap = 0.0f;    // the same on the logits
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor with linear or YaRN scaling, else 1
   // [n_rot/2] per-frequency divisors from the rope_freqs tensor (Llama 3.1+), or empty.
   std::vector<float> rope_freq_factors;
@@ -98,14 +98,14 @@ struct ModelConfig {
   // YaRN, 0 otherwise) and its ramp's bounds, in turns over the original context.
   float rope_ext_factor = 0.0f;
   float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f;
-  int64_t rope_n_ctx_orig = 0;  // rope.scaling.original_context_length, else n_ctx_train
+  int64_t rope_n_ctx_orig = 0;    // rope.scaling.original_context_length, else n_ctx_train
   float rope_attn_factor = 1.0f;  // rope.scaling.attn_factor: scales RoPE's cos and sin
   // Phi-3's LongRoPE: [n_rot/2] frequency divisors for contexts longer than rope_n_ctx_orig
   // (long) and the others (short), from the rope_factors_long/short tensors, or empty.
   std::vector<float> rope_factors_long, rope_factors_short;
   FfnActivation ffn_act = FfnActivation::Silu;
-  bool ffn_gated = true;    // has ffn_gate
-  bool ffn_up_relu = false; // dReLU (bamboo): the activation applies to up as well as to the gate
+  bool ffn_gated = true;     // has ffn_gate
+  bool ffn_up_relu = false;  // dReLU (bamboo): the activation applies to up as well as to the gate
   float sparse_threshold = 0.0f;  // predictor threshold stored in the file
   // Per-layer predictor score thresholds (hearth.predictor_thresholds, from calibration); empty:
   // sparse_threshold for every layer.
@@ -113,8 +113,12 @@ struct ModelConfig {
   // Per-layer magnitude thresholds of SparseMode::Threshold (hearth.*_thresholds, from
   // calibration); empty when the file has none.
   std::vector<LayerThresholds> thresholds;
-  bool tied_output = false; // output projection reuses token_embd
-  BlockRecipe block;        // from the architecture table
+  // Model-wide files: per layer, the share of the elements of attn_in, attn_out, ffn_in and
+  // down's inputs that the thresholds skipped on the calibration text
+  // (hearth.calibration.input_shares, [n_layer * 4]); empty when the file has none.
+  std::vector<float> input_shares;
+  bool tied_output = false;  // output projection reuses token_embd
+  BlockRecipe block;         // from the architecture table
 
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
   // Whether layer il's attention slides (sees the last n_swa positions only).

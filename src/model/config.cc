@@ -162,6 +162,24 @@ std::vector<LayerThresholds> read_thresholds(const gguf::GgufFile& file, int64_t
   return t;
 }
 
+// The calibrated input shares of a model-wide file (ModelConfig::input_shares): four per layer,
+// each in [0, 1].
+std::vector<float> read_input_shares(const gguf::GgufFile& file, int64_t n_layer) {
+  constexpr const char* kKey = "hearth.calibration.input_shares";
+  auto v = file.get_float_array(kKey);
+  if (!v) return {};
+  if (static_cast<int64_t>(v->size()) != 4 * n_layer) {
+    fail(file.path(), ": metadata key '", kKey, "' has ", v->size(), " values for ", n_layer,
+         " layers (4 per layer)");
+  }
+  for (const float x : *v) {
+    if (!(x >= 0.0f && x <= 1.0f)) {
+      fail(file.path(), ": metadata key '", kKey, "' holds a share outside [0, 1] (", x, ")");
+    }
+  }
+  return std::move(*v);
+}
+
 // Fused QKV rows: llama.cpp's (and PowerInfer's) converters reorder Falcon's so all Q heads come
 // first, then K, then V ("jploski"); that is the only layout Hearth reads.
 void check_qkv_layout(const gguf::GgufFile& file, const std::string& arch) {
@@ -311,6 +329,7 @@ ModelConfig read_config(const gguf::GgufFile& file) {
   c.sparse_threshold = read_sparse_threshold(file);
   c.predictor_thresholds = read_layer_array(file, "hearth.predictor_thresholds", c.n_layer, false);
   c.thresholds = read_thresholds(file, c.n_layer);
+  c.input_shares = read_input_shares(file, c.n_layer);
   // n_vocab, ffn_gated and tied_output come from the tensors (bind_weights).
   return c;
 }

@@ -4,8 +4,8 @@
 #include <memory>
 #include <mutex>
 
-#include "device/device.h"
 #include "core/huge_buffer.h"
+#include "device/device.h"
 #include "gguf/gguf.h"
 #include "hearth/model.h"
 #include "model/config.h"
@@ -70,8 +70,9 @@ struct Model::Impl {
   // Input-major copies of the float projections, made on first use by a session with model-wide
   // input thresholds; thread-safe, then immutable.
   const sparse::InputMajor& input_major() const {
-    std::call_once(input_major_once_,
-                   [this] { input_major_ = sparse::make_input_major(weights.layers); });
+    std::call_once(input_major_once_, [this] {
+      input_major_ = sparse::make_input_major(weights.layers, config.input_shares);
+    });
     return input_major_;
   }
 

@@ -7,21 +7,10 @@
 #include "ops/vec.h"
 #include "sparse/ffn_pipeline.h"
 #include "sparse/ffn_rows.h"
+#include "sparse/neuron_major.h"
 
 namespace hearth::sparse {
 namespace {
-
-// The share of active neurons above which a dense pass over ffn_down is faster than the sparse
-// axpy over ffn_down_t (bench/sparse_bench.cc against matvec): the axpy pays for converting
-// weights or coefficients per row, which float weights hide behind DRAM but Q8_0 (float axpy)
-// and Q4_0 (8-bit integer sums, one token) do not.
-double axpy_crossover(DType t) {
-  switch (t) {
-    case DType::Q4_0: return 0.35;
-    case DType::Q8_0: return 0.4;
-    default: return 0.65;
-  }
-}
 
 // The neurons token t selected, out of the group's `lda` candidates: the ones left after the down
 // threshold (two stages), else the ones its rule fired for, zero activations included, as a
@@ -57,8 +46,7 @@ float* rows_for(const FfnGroup& g, const int32_t* tokens, int64_t n, int64_t n_e
 }
 
 // Copies y's rows to the tokens' rows of out, unless rows_for had them written there already.
-void put_rows(const FfnGroup& g, const int32_t* tokens, int64_t n, int64_t n_embd,
-              const float* y) {
+void put_rows(const FfnGroup& g, const int32_t* tokens, int64_t n, int64_t n_embd, const float* y) {
   if (!tokens || y == g.out + tokens[0] * n_embd) return;
   for (int64_t r = 0; r < n; ++r) std::copy_n(y + r * n_embd, n_embd, g.out + tokens[r] * n_embd);
 }
@@ -88,13 +76,13 @@ void down_dense_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGro
 
 // out[t] for the tokens listed in s.list_tokens[0, nl): the axpy over each one's own list (in
 // s.down_idx / s.down_coef, row stride n_ff), all of them in one pass.
-void down_listed_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g,
-                        int64_t nl, FfnScratch& s) {
+void down_listed_tokens(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup& g, int64_t nl,
+                        FfnScratch& s) {
   const Matrix& dt = *g.w.down_t;
   const int32_t* tokens = s.list_tokens.data();
   float* const y = rows_for(g, tokens, nl, shape.n_embd, s);
-  sparse_axpy_each(ctx, dt.type, dt.data, dt.rows, dt.cols, s.down_idx.data(),
-                   s.down_coef.data(), shape.n_ff, s.down_counts.data(), nl, y);
+  sparse_axpy_each(ctx, dt.type, dt.data, dt.rows, dt.cols, s.down_idx.data(), s.down_coef.data(),
+                   shape.n_ff, s.down_counts.data(), nl, y);
   put_rows(g, tokens, nl, shape.n_embd, y);
 }
 
@@ -112,8 +100,8 @@ void down_each_token(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup
     if (streams_down(w, sel, lda, n_ff)) {
       down_dense_tokens(ctx, shape, g, a, neuron, lda, nullptr, g.n, s, stats);
     } else {
-      sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, neuron ? neuron : s.all.data(), lda,
-                  a, g.n, g.out);
+      sparse_axpy(ctx, dt.type, dt.data, dt.rows, dt.cols, neuron ? neuron : s.all.data(), lda, a,
+                  g.n, g.out);
       stats.weight_bytes += rows_bytes(&dt, lda);
     }
     add_bias(ctx.isa(), g.out, w.down_bias, g.n, n_embd);

@@ -139,26 +139,55 @@ std::optional<DType> joint_qkv_type(const LayerWeights& l) {
 
 }  // namespace
 
-InputMajor make_input_major(const std::vector<LayerWeights>& layers) {
+double axpy_crossover(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return 0.35;
+    case DType::Q8_0:
+      return 0.4;
+    default:
+      return 0.65;
+  }
+}
+
+InputMajor make_input_major(const std::vector<LayerWeights>& layers,
+                            const std::vector<float>& input_shares) {
   InputMajor out;
   Transposer transpose;
-  for (const LayerWeights& l : layers) {
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const LayerWeights& l = layers[il];
     InputMajorLayer& t = out.layers.emplace_back();
-    const auto copy = [&out, &transpose](const Matrix& w) {
+    // Whether copies of type `type` of the matrices that input `kind` (attn_in, attn_out, ffn_in)
+    // feeds pay for themselves.
+    const auto pays = [&](int kind, DType type) {
+      if (dtype_block_size(type) == 1 || input_shares.empty()) return true;
+      const float share = input_shares[4 * il + static_cast<size_t>(kind)];
+      return 1.0 - share < axpy_crossover(type);
+    };
+    const auto copy = [&](const Matrix& w) {
       return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
                          : Matrix{};
     };
+    const auto copy_if = [&](const Matrix& w, int kind) {
+      return w.present() && pays(kind, input_major_type(w.type, w.rows)) ? copy(w) : Matrix{};
+    };
     if (const std::optional<DType> joint = joint_qkv_type(l)) {
-      const Matrix parts[] = {l.wq, l.wk, l.wv};
-      t.wqkv_t = transpose(parts, *joint, nullptr, out.storage);
-    } else {
+      if (pays(0, *joint)) {
+        const Matrix parts[] = {l.wq, l.wk, l.wv};
+        t.wqkv_t = transpose(parts, *joint, nullptr, out.storage);
+      }
+    } else if (const Matrix * qkv[] = {&l.wq, &l.wk, &l.wv};
+               std::all_of(std::begin(qkv), std::end(qkv), [&](const Matrix* w) {
+                 return !w->present() || pays(0, input_major_type(w->type, w->rows));
+               })) {
+      // The three go through their copies together or not at all (attention_block.cc).
       t.wq_t = copy(l.wq);
       t.wk_t = copy(l.wk);
       t.wv_t = copy(l.wv);
     }
-    t.wo_t = copy(l.wo);
-    t.gate_t = copy(l.ffn_gate);
-    t.up_t = copy(l.ffn_up);
+    t.wo_t = copy_if(l.wo, 1);
+    t.gate_t = copy_if(l.ffn_gate, 2);
+    t.up_t = copy_if(l.ffn_up, 2);
   }
   return out;
 }

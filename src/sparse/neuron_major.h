@@ -22,7 +22,7 @@ namespace hearth::sparse {
 // (docs/design-notes.md, "Neuron-major down"). Rows whose length is not a multiple of 32 become
 // F16.
 struct NeuronMajorDown {
-  std::vector<Matrix> layers;                // empty Matrix where the file has ffn_down_t
+  std::vector<Matrix> layers;  // empty Matrix where the file has ffn_down_t
   std::vector<HugeBuffer> storage;
 };
 
@@ -34,17 +34,29 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
 // The type a transposed copy of a `t` matrix with rows of n_embd is stored in.
 DType neuron_major_type(DType t, int64_t n_embd);
 
+// The share of a copy's rows (of type t) above which one token's axpy over them is slower than
+// the dense product over the file's matrix (bench/sparse_bench.cc against matvec): the axpy pays
+// for converting weights or coefficients per row, which float weights hide behind DRAM but Q8_0
+// (float axpy) and Q4_0 (8-bit integer sums, one token) do not.
+double axpy_crossover(DType t);
+
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
 // matrices keep their values exactly (F32, F16; BF16 becomes F32). Quantized ones are requantized
 // along the other axis from the file's values (their blocks run along the input), into a type of
 // about the file's size with fast axpy kernels (input_major_type), so that a step reads fewer
 // bytes than the dense product: that is a second rounding, which decode steps see and prompts
 // (the file's matrices) do not. The copies are made beside the file's matrices.
+//
+// A quantized copy is made only where it pays: where the input's calibrated share of skipped
+// elements (input_shares, ModelConfig's; all copies when empty) leaves fewer of its rows to read
+// than the copy type's axpy_crossover. Elsewhere the products take the file's matrix over the
+// zeroed input, which is the same computation at the dense speed, with no copy in memory.
 struct InputMajor {
   std::vector<InputMajorLayer> layers;
   std::vector<HugeBuffer> storage;
 };
-InputMajor make_input_major(const std::vector<LayerWeights>& layers);
+InputMajor make_input_major(const std::vector<LayerWeights>& layers,
+                            const std::vector<float>& input_shares);
 
 // The type of the input-major copy of a `t` matrix with `rows` outputs: floats and Q8_0 as
 // neuron_major_type; Q4_0 and Q6_K keep theirs; the 5-bit types become Q5_K, the other (smaller)

@@ -3,6 +3,8 @@
 // thread counts give the same bits, and `calibrate --sparsity` reaches its target per layer, writes
 // keys that --sparse auto picks up, and refuses what it cannot do. On a small synthetic SwiGLU
 // model made here, so no ../shared is needed.
+#include "calib/input_sparsity.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <string>
 
 #include "calib/calibrate.h"
-#include "calib/input_sparsity.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/quantize.h"
@@ -206,7 +207,7 @@ TEST(InputSparsity, JointQkvCopyHoldsTheBytesOfThreeCopies) {
     joint.wq = only_q.wq = random_matrix(c.q, c.q_rows, kInputs, 1, storage);
     joint.wk = only_k.wk = random_matrix(c.kv, c.kv_rows, kInputs, 2, storage);
     joint.wv = only_v.wv = random_matrix(c.kv, c.kv_rows, kInputs, 3, storage);
-    const sparse::InputMajor im = sparse::make_input_major({joint, only_q, only_k, only_v});
+    const sparse::InputMajor im = sparse::make_input_major({joint, only_q, only_k, only_v}, {});
     const InputMajorLayer& l = im.layers[0];
     ASSERT_EQ(l.wqkv_t.present(), c.joint);
     if (!c.joint) {
@@ -227,6 +228,69 @@ TEST(InputSparsity, JointQkvCopyHoldsTheBytesOfThreeCopies) {
       EXPECT_TRUE(std::equal(row, row + q_bytes, q_t.row(j)));
       EXPECT_TRUE(std::equal(row + q_bytes, row + q_bytes + kv_bytes, k_t.row(j)));
       EXPECT_TRUE(std::equal(row + q_bytes + kv_bytes, row + q_bytes + 2 * kv_bytes, v_t.row(j)));
+    }
+  }
+}
+
+// A quantized copy is made only where the input's calibrated share leaves fewer rows to read than
+// its type's axpy crossover; float copies always, and every copy where the file has no shares.
+TEST(InputSparsity, QuantizedCopiesOnlyWhereTheyPay) {
+  constexpr int64_t kInputs = 256;
+  for (const DType t : {DType::Q4_0, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    std::vector<std::vector<uint8_t>> storage;
+    LayerWeights l;
+    l.wq = random_matrix(t, 128, kInputs, 1, storage);
+    l.wk = random_matrix(t, 64, kInputs, 2, storage);
+    l.wv = random_matrix(t, 64, kInputs, 3, storage);
+    l.wo = random_matrix(t, kInputs, 128, 4, storage);
+    l.ffn_gate = random_matrix(t, 96, kInputs, 5, storage);
+    l.ffn_up = random_matrix(t, 96, kInputs, 6, storage);
+    const DType copy = sparse::input_major_type(t, 128);
+    const double crossover = sparse::axpy_crossover(copy);
+    const bool quantized = dtype_block_size(copy) > 1;
+    // attn_in just short of paying, attn_out just past it, ffn_in far past it.
+    const float below = static_cast<float>(1.0 - crossover) - 0.01f;
+    const float above = static_cast<float>(1.0 - crossover) + 0.01f;
+    const sparse::InputMajor im =
+        sparse::make_input_major({l, l}, {below, above, 0.9f, 0.5f, 0.0f, 0.0f, 0.0f, 0.0f});
+    const InputMajorLayer& first = im.layers[0];
+    EXPECT_EQ(first.wqkv_t.present(), !quantized);
+    EXPECT_TRUE(first.wo_t.present());
+    EXPECT_TRUE(first.gate_t.present() && first.up_t.present());
+    const InputMajorLayer& second = im.layers[1];
+    EXPECT_EQ(second.wqkv_t.present() || second.wo_t.present() || second.gate_t.present() ||
+                  second.up_t.present(),
+              !quantized);
+    const sparse::InputMajor all = sparse::make_input_major({l}, {});
+    EXPECT_TRUE(all.layers[0].wqkv_t.present() && all.layers[0].wo_t.present() &&
+                all.layers[0].gate_t.present() && all.layers[0].up_t.present());
+  }
+}
+
+// A file whose input shares are out of range or of the wrong count is refused by name.
+TEST(InputSparsity, MalformedSharesAreRefused) {
+  const auto m = Model::load(swiglu_model());
+  const ModelConfig& c = m->config();
+  for (const auto& [shares, message] :
+       {std::pair{std::vector<float>{0.2f, 1.5f, 0.4f, 0.8f}, "outside [0, 1]"},
+        std::pair{std::vector<float>{0.2f, 0.3f}, "4 per layer"}}) {
+    calib::CalibrationResult r;
+    r.report.kind = "input thresholds";
+    r.thresholds.assign(static_cast<size_t>(c.n_layer), LayerThresholds{.attn_in = 0.1f});
+    r.report.layers.resize(static_cast<size_t>(c.n_layer));
+    for (auto& l : r.report.layers) {
+      l.freq.assign(static_cast<size_t>(c.n_ff), 0.5);
+      l.input_share.assign(shares.begin(), shares.end());
+    }
+    const std::string path = test::temp_dir() + "/bad_shares.gguf";
+    calib::write_calibrated_model(*m, r, path);
+    try {
+      Model::load(path);
+      ADD_FAILURE() << "loaded a file with shares " << message;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("input_shares"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   }
 }
