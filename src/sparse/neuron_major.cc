@@ -1,6 +1,7 @@
 #include "sparse/neuron_major.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -152,42 +153,44 @@ double axpy_crossover(DType t) {
 
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
+  // The inputs in ModelConfig::input_shares' order within a layer.
+  enum Input : size_t { kAttnIn, kAttnOut, kFfnIn, kSharesPerLayer = 4 };
   InputMajor out;
   Transposer transpose;
   for (size_t il = 0; il < layers.size(); ++il) {
     const LayerWeights& l = layers[il];
     InputMajorLayer& t = out.layers.emplace_back();
-    // Whether copies of type `type` of the matrices that input `kind` (attn_in, attn_out, ffn_in)
-    // feeds pay for themselves.
-    const auto pays = [&](int kind, DType type) {
-      if (dtype_block_size(type) == 1 || input_shares.empty()) return true;
-      const float share = input_shares[4 * il + static_cast<size_t>(kind)];
-      return 1.0 - share < axpy_crossover(type);
+    // Whether the copies of the matrices one input feeds pay for themselves: each is float, or
+    // reads fewer of its rows than its type's axpy_crossover. Those matrices go through their
+    // copies together or not at all (attention_block.cc, ffn.cc), so they get them together.
+    const auto pay = [&](Input input, std::initializer_list<const Matrix*> fed) {
+      if (input_shares.empty()) return true;
+      const double read = 1.0 - input_shares[kSharesPerLayer * il + input];
+      return std::all_of(fed.begin(), fed.end(), [read](const Matrix* w) {
+        if (!w->present()) return true;
+        const DType type = input_major_type(w->type, w->rows);
+        return dtype_block_size(type) == 1 || read < axpy_crossover(type);
+      });
     };
-    const auto copy = [&](const Matrix& w) {
+    const auto copy = [&out, &transpose](const Matrix& w) {
       return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
                          : Matrix{};
     };
-    const auto copy_if = [&](const Matrix& w, int kind) {
-      return w.present() && pays(kind, input_major_type(w.type, w.rows)) ? copy(w) : Matrix{};
-    };
-    if (const std::optional<DType> joint = joint_qkv_type(l)) {
-      if (pays(0, *joint)) {
+    if (pay(kAttnIn, {&l.wq, &l.wk, &l.wv})) {
+      if (const std::optional<DType> joint = joint_qkv_type(l)) {
         const Matrix parts[] = {l.wq, l.wk, l.wv};
         t.wqkv_t = transpose(parts, *joint, nullptr, out.storage);
+      } else {
+        t.wq_t = copy(l.wq);
+        t.wk_t = copy(l.wk);
+        t.wv_t = copy(l.wv);
       }
-    } else if (const Matrix * qkv[] = {&l.wq, &l.wk, &l.wv};
-               std::all_of(std::begin(qkv), std::end(qkv), [&](const Matrix* w) {
-                 return !w->present() || pays(0, input_major_type(w->type, w->rows));
-               })) {
-      // The three go through their copies together or not at all (attention_block.cc).
-      t.wq_t = copy(l.wq);
-      t.wk_t = copy(l.wk);
-      t.wv_t = copy(l.wv);
     }
-    t.wo_t = copy_if(l.wo, 1);
-    t.gate_t = copy_if(l.ffn_gate, 2);
-    t.up_t = copy_if(l.ffn_up, 2);
+    if (pay(kAttnOut, {&l.wo})) t.wo_t = copy(l.wo);
+    if (pay(kFfnIn, {&l.ffn_gate, &l.ffn_up})) {
+      t.gate_t = copy(l.ffn_gate);
+      t.up_t = copy(l.ffn_up);
+    }
   }
   return out;
 }

@@ -49,7 +49,8 @@ double axpy_crossover(DType t);
 //
 // A quantized copy is made only where it pays: where the input's calibrated share of skipped
 // elements (input_shares, ModelConfig's; all copies when empty) leaves fewer of its rows to read
-// than the copy type's axpy_crossover. Elsewhere the products take the file's matrix over the
+// than the copy type's axpy_crossover, for every matrix that input feeds (q, k and v, or gate
+// and up, get their copies together). Elsewhere the products take the file's matrix over the
 // zeroed input, which is the same computation at the dense speed, with no copy in memory.
 struct InputMajor {
   std::vector<InputMajorLayer> layers;
