@@ -64,6 +64,11 @@ struct LayerThresholds {
   float down = 0.0f;      // down's input |act(gate) · up|
 };
 
+// The inputs a model-wide file thresholds in each layer, in the order of its per-layer arrays
+// (ModelConfig::input_shares, calibration's statistics): q, k and v's, wo's, gate and up's, and
+// down's.
+enum InputKind : int { kAttnIn, kAttnOut, kFfnIn, kDownIn, kInputKinds };
+
 // Hyper-parameters of a loaded model, read from GGUF metadata.
 struct ModelConfig {
   std::string arch;  // general.architecture
@@ -113,9 +118,9 @@ struct ModelConfig {
   // Per-layer magnitude thresholds of SparseMode::Threshold (hearth.*_thresholds, from
   // calibration); empty when the file has none.
   std::vector<LayerThresholds> thresholds;
-  // Model-wide files: per layer, the share of the elements of attn_in, attn_out, ffn_in and
-  // down's inputs that the thresholds skipped on the calibration text
-  // (hearth.calibration.input_shares, [n_layer * 4]); empty when the file has none.
+  // Model-wide files: per layer, the share of the elements of each InputKind that the thresholds
+  // skipped on the calibration text (hearth.calibration.input_shares, [n_layer * kInputKinds]);
+  // empty when the file has none.
   std::vector<float> input_shares;
   bool tied_output = false;  // output projection reuses token_embd
   BlockRecipe block;         // from the architecture table

@@ -197,12 +197,9 @@ sparse::CalibReport read_calib_report(const Model& model) {
   const auto recall = read_array(f, std::string(kStatsPrefix) + "recall", n);
   const auto precision = read_array(f, std::string(kStatsPrefix) + "precision", n);
   const auto predicted = read_array(f, std::string(kStatsPrefix) + "predicted_sparsity", n);
-  const auto shares = f.get_float_array(std::string(kStatsPrefix) + "input_shares");
-  const size_t per_layer = shares && !shares->empty() ? shares->size() / n : 0;
-  if (per_layer * n != (shares ? shares->size() : 0)) {
-    fail(f.path(), ": ", kStatsPrefix, "input_shares has ", shares->size(), " values for ", n,
-         " layers");
-  }
+  // The input shares as the loader read and checked them (ModelConfig::input_shares).
+  const std::vector<float>& shares = c.input_shares;
+  const size_t per_layer = shares.empty() ? 0 : kInputKinds;
   for (size_t il = 0; il < n; ++il) {
     sparse::CalibLayerReport l;
     const gguf::TensorInfo* t = f.find_tensor(blk(static_cast<int64_t>(il), "ffn_act_freq"));
@@ -217,7 +214,7 @@ sparse::CalibReport read_calib_report(const Model& model) {
     l.predicted_sparsity = predicted[il];
     if (il < c.predictor_thresholds.size()) l.threshold = c.predictor_thresholds[il];
     if (il < c.thresholds.size()) l.threshold = c.thresholds[il].down;
-    for (size_t k = 0; k < per_layer; ++k) l.input_share.push_back((*shares)[il * per_layer + k]);
+    for (size_t k = 0; k < per_layer; ++k) l.input_share.push_back(shares[il * per_layer + k]);
     const Matrix& fc1 = model_weights(model).layers[il].fc1;
     l.predictor_rank = fc1.present() ? fc1.rows : 0;
     r.layers.push_back(std::move(l));

@@ -33,8 +33,6 @@
 
 namespace hearth::calib {
 
-enum InputKind : int { kAttnIn, kAttnOut, kFfnIn, kDownIn, kInputKinds };
-
 // "attn_in", "attn_out", "ffn_in", "down_in".
 const char* input_kind_name(int kind);
 

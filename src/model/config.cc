@@ -162,15 +162,15 @@ std::vector<LayerThresholds> read_thresholds(const gguf::GgufFile& file, int64_t
   return t;
 }
 
-// The calibrated input shares of a model-wide file (ModelConfig::input_shares): four per layer,
-// each in [0, 1].
+// The calibrated input shares of a model-wide file (ModelConfig::input_shares): kInputKinds per
+// layer, each in [0, 1].
 std::vector<float> read_input_shares(const gguf::GgufFile& file, int64_t n_layer) {
   constexpr const char* kKey = "hearth.calibration.input_shares";
   auto v = file.get_float_array(kKey);
   if (!v) return {};
-  if (static_cast<int64_t>(v->size()) != 4 * n_layer) {
+  if (static_cast<int64_t>(v->size()) != kInputKinds * n_layer) {
     fail(file.path(), ": metadata key '", kKey, "' has ", v->size(), " values for ", n_layer,
-         " layers (4 per layer)");
+         " layers (", kInputKinds, " per layer)");
   }
   for (const float x : *v) {
     if (!(x >= 0.0f && x <= 1.0f)) {

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/thread_pool.h"
 #include "core/quantize.h"
+#include "hearth/types.h"
 
 namespace hearth::sparse {
 
@@ -153,8 +154,6 @@ double axpy_crossover(DType t) {
 
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
-  // The inputs in ModelConfig::input_shares' order within a layer.
-  enum Input : size_t { kAttnIn, kAttnOut, kFfnIn, kSharesPerLayer = 4 };
   InputMajor out;
   Transposer transpose;
   for (size_t il = 0; il < layers.size(); ++il) {
@@ -163,9 +162,9 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
     // Whether the copies of the matrices one input feeds pay for themselves: each is float, or
     // reads fewer of its rows than its type's axpy_crossover. Those matrices go through their
     // copies together or not at all (attention_block.cc, ffn.cc), so they get them together.
-    const auto pay = [&](Input input, std::initializer_list<const Matrix*> fed) {
+    const auto pay = [&](InputKind input, std::initializer_list<const Matrix*> fed) {
       if (input_shares.empty()) return true;
-      const double read = 1.0 - input_shares[kSharesPerLayer * il + input];
+      const double read = 1.0 - input_shares[kInputKinds * il + static_cast<size_t>(input)];
       return std::all_of(fed.begin(), fed.end(), [read](const Matrix* w) {
         if (!w->present()) return true;
         const DType type = input_major_type(w->type, w->rows);

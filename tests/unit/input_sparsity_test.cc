@@ -93,7 +93,7 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
   one.eval(tokens);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     EXPECT_NEAR(one.sparse_stats().input_sparsity(l),
-                static_cast<double>(shape.weights(calib::kAttnOut)) /
+                static_cast<double>(shape.weights(kAttnOut)) /
                     static_cast<double>(shape.total_weights()),
                 1e-12);
   }
@@ -315,7 +315,7 @@ TEST(InputSparsitySlow, CalibrationReachesTheTargetPerLayer) {
   for (const auto& l : r.report.layers) {
     ASSERT_EQ(l.input_share.size(), 4u);
     double skipped = 0;
-    for (int k = 0; k < calib::kInputKinds; ++k) {
+    for (int k = 0; k < kInputKinds; ++k) {
       EXPECT_GE(l.input_share[k], 0.0);
       EXPECT_LE(l.input_share[k], 0.95 + 1e-9);
       skipped += l.input_share[k] * static_cast<double>(shape.weights(k));
