@@ -156,6 +156,10 @@ void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, 
 // from.
 void bm_gemm_l1(benchmark::State& state, DType t) { run_hot_gemm(state, t, 8, 1024, 8); }
 
+// A prompt's product on operands resident in L2 (64 rows x 1024 columns against 64 tokens): the
+// many-token tiles' own rate, as bm_gemm_l1 measures the few-token ones.
+void bm_gemm_l2_tokens(benchmark::State& state, DType t) { run_hot_gemm(state, t, 64, 1024, 64); }
+
 // Decode's one-token product on weights resident in L2 (128 rows x 2048 columns: 64-512 KiB by
 // type): the bytes per second the kernel can consume when memory is not the limit. Set against
 // bm_matvec's cold figures and bm_stream_read, it tells whether a type's decode is bound by its
@@ -196,6 +200,8 @@ void matmul_args(benchmark::internal::Benchmark* b) {
   b->Args({5632, 2048, 512, 2});
   b->Args({2048, 5632, 512, 2});
   b->Args({2048, 2048, 32, 2});
+  b->Args({2048, 2048, 8, 2});
+  b->Args({2048, 2048, 16, 2});
   b->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
@@ -246,6 +252,11 @@ BENCHMARK_CAPTURE(bm_gemm_l1, q4_0, DType::Q4_0);
 BENCHMARK_CAPTURE(bm_gemm_l1, q4_k, DType::Q4_K);
 BENCHMARK_CAPTURE(bm_gemm_l1, q6_k, DType::Q6_K);
 
+BENCHMARK_CAPTURE(bm_gemm_l2_tokens, f16, DType::F16);
+BENCHMARK_CAPTURE(bm_gemm_l2_tokens, q8_0, DType::Q8_0);
+BENCHMARK_CAPTURE(bm_gemm_l2_tokens, q4_0, DType::Q4_0);
+BENCHMARK_CAPTURE(bm_gemm_l2_tokens, q4_k, DType::Q4_K);
+BENCHMARK_CAPTURE(bm_gemm_l2_tokens, q6_k, DType::Q6_K);
 BENCHMARK_CAPTURE(bm_gemv_l2, f16, DType::F16);
 BENCHMARK_CAPTURE(bm_gemv_l2, q8_0, DType::Q8_0);
 BENCHMARK_CAPTURE(bm_gemv_l2, q4_0, DType::Q4_0);

@@ -1,6 +1,6 @@
 // The compute side of the roofline: the arithmetic peak of the cores the prompt kernels run on,
 // against which `hearth bench`'s prompt GFLOP/s is read. Each thread runs independent chains of
-// FP32 FMAs (256- and 512-bit) or of 8-bit multiply-adds (VNNI's vpdpbusd, 256-bit), enough
+// FP32 FMAs or of 8-bit multiply-adds (VNNI's vpdpbusd), 256- and 512-bit, enough
 // chains to cover the instructions' latency, so the figure is issue-bound. Counted as operations:
 // an FMA lane is 2 FLOP, a vpdpbusd lane 4 multiplies and 4 adds.
 #include <benchmark/benchmark.h>
@@ -56,12 +56,42 @@ __attribute__((target("avx512f,avx512vl,avx512vnni"))) float vnni_chains_256(flo
   return static_cast<float>(_mm256_extract_epi32(t, 0));
 }
 
-enum class Unit { Fma256, Fma512, Vnni256 };
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) float vnni_chains_512(float seed) {
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(static_cast<int>(seed) + c);
+  const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < kSteps; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], u, s);
+  }
+  __m512i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm512_add_epi32(t, acc[c]);
+  return static_cast<float>(_mm512_reduce_add_epi32(t));
+}
+
+enum class Unit { Fma256, Fma512, Vnni256, Vnni512 };
+
+bool is_vnni(Unit u) { return u == Unit::Vnni256 || u == Unit::Vnni512; }
+bool is_512(Unit u) { return u == Unit::Fma512 || u == Unit::Vnni512; }
+
+float run_chains(Unit unit, float seed) {
+  switch (unit) {
+    case Unit::Fma256:
+      return fma_chains_256(seed);
+    case Unit::Fma512:
+      return fma_chains_512(seed);
+    case Unit::Vnni256:
+      return vnni_chains_256(seed);
+    case Unit::Vnni512:
+      return vnni_chains_512(seed);
+  }
+  return 0.0f;
+}
 
 void bm_peak(benchmark::State& state, Unit unit) {
   const bool supported = unit == Unit::Fma256   ? __builtin_cpu_supports("fma") != 0
                          : unit == Unit::Fma512 ? __builtin_cpu_supports("avx512f") != 0
-                                                : __builtin_cpu_supports("avx512vnni") != 0;
+                                                : __builtin_cpu_supports("avx512vnni") != 0 &&
+                                                      __builtin_cpu_supports("avx512bw") != 0;
   if (!supported) {
     state.SkipWithError("this CPU lacks the instructions");
     return;
@@ -72,14 +102,12 @@ void bm_peak(benchmark::State& state, Unit unit) {
   for (auto _ : state) {
     pool.run([&](int ith, int) {
       const float seed = static_cast<float>(ith);
-      out[static_cast<size_t>(ith) * 16] = unit == Unit::Fma256   ? fma_chains_256(seed)
-                                           : unit == Unit::Fma512 ? fma_chains_512(seed)
-                                                                  : vnni_chains_256(seed);
+      out[static_cast<size_t>(ith) * 16] = run_chains(unit, seed);
     });
     benchmark::DoNotOptimize(out.data());
   }
-  const int64_t lanes = unit == Unit::Fma512 ? 16 : 8;
-  const int64_t ops_per_lane = unit == Unit::Vnni256 ? 8 : 2;
+  const int64_t lanes = is_512(unit) ? 16 : 8;
+  const int64_t ops_per_lane = is_vnni(unit) ? 8 : 2;
   const double ops = static_cast<double>(state.iterations()) * threads * kSteps * kChains * lanes *
                      ops_per_lane;
   state.counters["Gop/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
@@ -88,6 +116,11 @@ void bm_peak(benchmark::State& state, Unit unit) {
 BENCHMARK_CAPTURE(bm_peak, fma256, Unit::Fma256)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK_CAPTURE(bm_peak, fma512, Unit::Fma512)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK_CAPTURE(bm_peak, vnni256, Unit::Vnni256)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(bm_peak, vnni512, Unit::Vnni512)
     ->ArgName("threads")
     ->Arg(1)
     ->Arg(2)

@@ -226,7 +226,9 @@ TEST(KernelsFp16Rows, MatchScalar) {
 
 TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
   // VNNI (AVX-VNNI or AVX512-VNNI) only changes how the exact integer block sums are formed, so
-  // every output must equal the AVX2 kernel's bit for bit, for every tile shape.
+  // every output must equal the AVX2 kernel's bit for bit, for every tile shape: few tokens (pair
+  // tiles) and many (AVX-512's row panels, with a partial last panel and token pass), over
+  // contiguous and gathered rows.
   if (!test::cpu_has_avx2()) GTEST_SKIP() << "CPU lacks AVX2";
   const Kernels avx2 = cpu::select_kernels(cpu::Isa::Avx2);
   int tested = 0;
@@ -236,16 +238,33 @@ TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
     const Kernels vnni = cpu::select_kernels(isa);
     for (DType t : {DType::Q8_0, DType::Q4_0}) {
       for (int64_t cols : {32, 288, 1056}) {
-        for (int64_t n : {1, 6, 17}) {
-          const int64_t rows = 13;
-          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
+        for (int64_t rows : {13, 37}) {
+          const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + rows));
           const auto ldw = static_cast<size_t>(row_bytes(t, cols));
-          const Acts a = make_acts(avx2.weights(t), n, cols, 11);
-          std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
-          vnni.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(), rows);
-          avx2.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(), rows);
-          ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
-              << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols << " n=" << n;
+          // Every third row, ascending, as a sparse gather picks them.
+          std::vector<int32_t> idx;
+          for (int32_t r = 1; r < rows; r += 3) idx.push_back(r);
+          const auto ni = static_cast<int64_t>(idx.size());
+          for (int64_t n : {1, 6, 16, 17, 45}) {
+            const Acts a = make_acts(avx2.weights(t), n, cols, 11);
+            std::vector<float> got(static_cast<size_t>(rows * n)), want(got.size());
+            vnni.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, got.data(),
+                                 rows);
+            avx2.weights(t).gemm(cols, w.data(), ldw, rows, a.data.data(), a.ld, n, want.data(),
+                                 rows);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                << " rows=" << rows << " n=" << n;
+            got.assign(static_cast<size_t>(ni * n), 0.0f);
+            want.assign(got.size(), 0.0f);
+            vnni.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld,
+                                        n, got.data(), ni);
+            avx2.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld,
+                                        n, want.data(), ni);
+            ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " gathered, cols=" << cols
+                << " rows=" << rows << " n=" << n;
+          }
         }
         const int64_t rows = 13;
         const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols));
