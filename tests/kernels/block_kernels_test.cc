@@ -164,7 +164,7 @@ TEST(BlockKernels, MatchScalarReference) {
       for (int64_t cols : block_cols(bt.t)) {
         for (int64_t rows : {1, 3, 17, 67}) {
           const auto w = block_weights(bt, rows, cols, static_cast<uint32_t>(rows * 7 + cols));
-          for (int64_t nt : {1, 2, 5, 13}) {
+          for (int64_t nt : {1, 2, 5, 13, 21}) {
             const auto x = test::random_floats(nt * cols, static_cast<uint32_t>(nt * 31 + cols));
             check_shape(isa, bt, w, rows, cols, x, nt);
             if (HasFatalFailure()) return;
@@ -213,7 +213,7 @@ TEST(BlockKernels, VectorIsasGiveTheSameBits) {
       const cpu::WeightKernels& k = table.weights(bt.t);
       const auto w = block_weights(bt, kRows, kCols, 11);
       const size_t ldw = static_cast<size_t>(row_bytes(bt.t, kCols));
-      for (int64_t nt : {1, 5}) {
+      for (int64_t nt : {1, 5, 21}) {
         const auto x = test::random_floats(nt * kCols, static_cast<uint32_t>(nt));
         const auto xq = act_rows(k, x, kCols, nt);
         const size_t ldx = cpu::act_row_bytes(k.act, kCols);

@@ -3,12 +3,14 @@
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
 // Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
-// wide_block_tiles.h.
+// wide_block_tiles.h; products of many tokens over Q4_K and Q5_K take the row panels of
+// kquant_panels.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_formats.h"
 #include "backend/cpu/kernels/avx512/avx512_util.h"
+#include "backend/cpu/kernels/avx512/kquant_panels.h"
 #include "backend/cpu/kernels/avx512/wide_block_formats.h"
 
 namespace hearth::cpu::avx512 {
@@ -32,12 +34,19 @@ using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;
 using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
 using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 
+// The 512-bit tiles below kPanelMinTokens tokens, panels from there.
+template <typename F, typename P>
+void set_wide_panel_kernels(WeightKernels& k) {
+  using Tiles = WideBlockTiles<F>;
+  avx2::set_tile_kernels<Tiles, panel_gemm<P, avx2::gemm_by_tokens<Tiles, 4, 2, 4>>>(k);
+}
+
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
   avx2::set_block_format_kernels<Dp>(k);
-  set_wide_block_tile_kernels<WideQ4_K>(k.q4_k);
-  set_wide_block_tile_kernels<WideQ5_K>(k.q5_k);
+  set_wide_panel_kernels<WideQ4_K, PanelQ4_K>(k.q4_k);
+  set_wide_panel_kernels<WideQ5_K, PanelQ5_K>(k.q5_k);
   set_wide_block_tile_kernels<WideQ6_K>(k.q6_k);
   set_wide_block_tile_kernels<WideIQ4_XS>(k.iq4_xs);
 }
