@@ -3,7 +3,7 @@
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
 // Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
-// wide_block_tiles.h; products of many tokens over Q4_K and Q5_K take the row panels of
+// wide_block_tiles.h; products of many tokens over Q4_K, Q5_K and Q6_K take the row panels of
 // kquant_panels.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
@@ -47,7 +47,7 @@ void set_block_kernels(Kernels& k) {
   avx2::set_block_format_kernels<Dp>(k);
   set_wide_panel_kernels<WideQ4_K, PanelQ4_K>(k.q4_k);
   set_wide_panel_kernels<WideQ5_K, PanelQ5_K>(k.q5_k);
-  set_wide_block_tile_kernels<WideQ6_K>(k.q6_k);
+  set_wide_panel_kernels<WideQ6_K, PanelQ6_K>(k.q6_k);
   set_wide_block_tile_kernels<WideIQ4_XS>(k.iq4_xs);
 }
 

@@ -22,8 +22,11 @@
 //   pack_group(rows, valid, codes, side): one activation group of 16 rows (rows[r] the group's
 //     first block, null past the matrix; blocks from `valid` on are zero padding) into 8 blocks
 //     of codes (store_runs) and side data;
-//   start(xs): the initial int32 sum of a block whose activation quants sum to xs;
-//   finish(side, isum, dx, xs, acc): acc plus the block's term, as the tile engine rounds it.
+//   kSums: integer sums per block and row, 1, or 2 for formats with a scale per 16 weights
+//     (runs 0-3 and 4-7);
+//   start(s): the initial int32 sum over weights whose activation quants sum to s (the block's
+//     32 with one sum, each 16 with two);
+//   finish(side, sums, dx, xs, acc): acc plus the block's term, as the tile engine rounds it.
 //
 // The panels need a buffer of 32 rows' codes (one byte per weight) and side data per product;
 // products of few tokens, where repacking would not pay, keep the tile engines.
@@ -165,9 +168,13 @@ inline __m512i broadcast_quads(const uint8_t* s) {
 // Outputs of T tokens (activation rows x + t * ldx) against P panels: y[t * ldy + r] for the
 // panels' first `rows` rows (the last panel may be partial). Each broadcast of activation quants
 // meets the P panels' codes.
+//
+// For two sums per block, `halves` holds each token's activation quant sums per 16
+// (halves_of), hld int32 apart from token to token.
 template <typename F, int P, int T>
-void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, float* y,
-                  size_t ldy) {
+void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, const int32_t* halves,
+                  size_t hld, float* y, size_t ldy) {
+  constexpr int S = F::kSums;
   __m512 acc[P][T][kActGroupBlocks];
   for (int i = 0; i < P; ++i) {
     for (int t = 0; t < T; ++t) {
@@ -188,11 +195,14 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, fl
       const int lane = act_lane(k);
       const int64_t block = g * kActGroupBlocks + k;
       int32_t xs[T];
-      __m512i isum[P][T];
+      __m512i isum[P][T][S];
       for (int t = 0; t < T; ++t) {
         xs[t] = reinterpret_cast<const int32_t*>(xg[t] + kActSumsOffset)[lane];
-        const __m512i start = _mm512_set1_epi32(F::start(xs[t]));
-        for (int i = 0; i < P; ++i) isum[i][t] = start;
+        for (int h = 0; h < S; ++h) {
+          const int32_t sum = S == 1 ? xs[t] : halves[t * hld + 2 * block + h];
+          const __m512i start = _mm512_set1_epi32(F::start(sum));
+          for (int i = 0; i < P; ++i) isum[i][t][h] = start;
+        }
       }
 #pragma GCC unroll 8
       for (int run = 0; run < 8; ++run) {
@@ -203,7 +213,10 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, fl
         const int64_t at = act_quant_offset(k, 4 * run);
         for (int t = 0; t < T; ++t) {
           const __m512i quads = broadcast_quads(xg[t] + at);
-          for (int i = 0; i < P; ++i) isum[i][t] = _mm512_dpbusd_epi32(isum[i][t], w[i], quads);
+          for (int i = 0; i < P; ++i) {
+            __m512i& sum = isum[i][t][S == 2 && run >= 4 ? 1 : 0];
+            sum = _mm512_dpbusd_epi32(sum, w[i], quads);
+          }
         }
       }
       for (int t = 0; t < T; ++t) {
@@ -230,13 +243,29 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, fl
 
 // panel_tokens for nt <= T tokens.
 template <typename F, int P, int T>
-void panel_tail(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, int64_t nt, float* y,
-                size_t ldy) {
+void panel_tail(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, const int32_t* halves,
+                size_t hld, int64_t nt, float* y, size_t ldy) {
   if constexpr (T > 0) {
     if (nt == T) {
-      panel_tokens<F, P, T>(p, rows, x, ldx, y, ldy);
+      panel_tokens<F, P, T>(p, rows, x, ldx, halves, hld, y, ldy);
     } else {
-      panel_tail<F, P, T - 1>(p, rows, x, ldx, nt, y, ldy);
+      panel_tail<F, P, T - 1>(p, rows, x, ldx, halves, hld, nt, y, ldy);
+    }
+  }
+}
+
+// The sums of each block's first and last 16 activation quants, [block][2], for `blocks` blocks
+// of one activation row (act_layout.h).
+inline void halves_of(const uint8_t* x, int64_t blocks, int32_t* out) {
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int h = 0; h < 2; ++h) {
+      // Unsigned q + 128, summed in two 64-bit lanes, then the offset taken off.
+      const auto* at = reinterpret_cast<const __m128i*>(x + act_quant_offset(b, 16 * h));
+      const __m128i sad =
+          _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(at), flip), _mm_setzero_si128());
+      out[2 * b + h] =
+          _mm_cvtsi128_si32(_mm_add_epi64(sad, _mm_unpackhi_epi64(sad, sad))) - 16 * 128;
     }
   }
 }
@@ -254,18 +283,25 @@ void panel_gemm(int64_t n, const tiles::RowList& list, int64_t nr, const void* x
   const int64_t blocks = groups * kActGroupBlocks;
   const auto code_bytes = static_cast<size_t>(kPanelSet * blocks * kPanelBlockBytes);
   const auto side_floats = static_cast<size_t>(kPanelSet * blocks * F::kSide * kPanelRows);
-  AlignedBuffer buffer(code_bytes + side_floats * sizeof(float));
+  const int64_t block = std::max<int64_t>(
+      kPanelMinTokens, static_cast<int64_t>(kPanelActBytes / ldx) / kPanelTokens * kPanelTokens);
+  // Two sums per block: each token's sums per 16 quants, made once per token block.
+  const auto hld = static_cast<size_t>(2 * blocks);
+  const size_t half_ints = F::kSums == 2 ? hld * static_cast<size_t>(std::min(block, nt)) : 0;
+  AlignedBuffer buffer(code_bytes + side_floats * sizeof(float) + half_ints * sizeof(int32_t));
   auto* codes = static_cast<uint8_t*>(buffer.data());
   auto* side = reinterpret_cast<float*>(codes + code_bytes);
+  auto* halves = reinterpret_cast<int32_t*>(side + side_floats);
   const Panels<F> panels{codes, side, groups};
   const auto* xb = static_cast<const uint8_t*>(x);
   constexpr int64_t kSetRows = kPanelSet * kPanelRows;
   // Tokens go in blocks whose activations stay in L2 while every panel meets them; each block
   // repacks the panels, which costs far less than streaming the activations from L3 per panel.
-  const int64_t block = std::max<int64_t>(
-      kPanelMinTokens, static_cast<int64_t>(kPanelActBytes / ldx) / kPanelTokens * kPanelTokens);
   for (int64_t b0 = 0; b0 < nt; b0 += block) {
     const int64_t b1 = std::min(nt, b0 + block);
+    if constexpr (F::kSums == 2) {
+      for (int64_t t = b0; t < b1; ++t) halves_of(xb + t * ldx, blocks, halves + (t - b0) * hld);
+    }
     for (int64_t r0 = 0; r0 < nr; r0 += kSetRows) {
       const int rows = static_cast<int>(std::min(kSetRows, nr - r0));
       const int used = (rows + kPanelRows - 1) / kPanelRows;
@@ -277,16 +313,17 @@ void panel_gemm(int64_t n, const tiles::RowList& list, int64_t nr, const void* x
       for (int64_t t0 = b0; t0 < b1; t0 += kPanelTokens) {
         const int64_t tt = std::min<int64_t>(kPanelTokens, b1 - t0);
         const uint8_t* xt = xb + t0 * ldx;
+        const int32_t* ht = halves + (t0 - b0) * hld;
         float* yt = y + t0 * ldy + r0;
         if (used == kPanelSet) {
-          panel_tail<F, kPanelSet, kPanelTokens>(panels, rows, xt, ldx, tt, yt, ldy);
+          panel_tail<F, kPanelSet, kPanelTokens>(panels, rows, xt, ldx, ht, hld, tt, yt, ldy);
           continue;
         }
         // The last rows of the product: their panels one at a time.
         for (int i = 0; i < used; ++i) {
           const Panels<F> one{panels.codes_of(i), panels.side_of(i), groups};
           panel_tail<F, 1, kPanelTokens>(one, std::min(kPanelRows, rows - i * kPanelRows), xt, ldx,
-                                         tt, yt + i * kPanelRows, ldy);
+                                         ht, hld, tt, yt + i * kPanelRows, ldy);
         }
       }
     }

@@ -17,10 +17,13 @@ struct LegacyPanelFormat : Base {
   using Block = typename Base::Block;
   static constexpr int kGroupBlocks = static_cast<int>(kActGroupBlocks);
   static constexpr int kSide = 1;  // d_w
+  static constexpr int kSums = 1;
 
   static int32_t start(int32_t xs) { return -(xs * (1 << Base::kOffsetShift)); }
-  static __m512 finish(const float* side, __m512i isum, __m512 dx, int32_t, __m512 acc) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(_mm512_load_ps(side), dx), acc);
+  static __m512 finish(const float* side, const __m512i (&isum)[1], __m512 dx, int32_t,
+                       __m512 acc) {
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[0]), _mm512_mul_ps(_mm512_load_ps(side), dx),
+                           acc);
   }
 };
 
