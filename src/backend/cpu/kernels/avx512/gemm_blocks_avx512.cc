@@ -3,8 +3,8 @@
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
 // Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
-// wide_block_tiles.h; products of many tokens over Q4_K, Q5_K and Q6_K take the row panels of
-// kquant_panels.h.
+// wide_block_tiles.h. Products of many tokens over every block type take the row panels of
+// quant_panels.h and kquant_panels.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
@@ -34,21 +34,28 @@ using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;
 using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
 using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 
-// The 512-bit tiles below kPanelMinTokens tokens, panels from there.
-template <typename F, typename P>
-void set_wide_panel_kernels(WeightKernels& k) {
-  using Tiles = WideBlockTiles<F>;
-  avx2::set_tile_kernels<Tiles, panel_gemm<P, avx2::gemm_by_tokens<Tiles, 4, 2, 4>>>(k);
+// The tiles (T: the 256-bit or the 512-bit engine's) below kPanelMinTokens tokens, panels from
+// there.
+template <typename T, typename P>
+void set_panel_kernels(WeightKernels& k) {
+  avx2::set_tile_kernels<T, panel_gemm<P, avx2::gemm_by_tokens<T, 4, 2, 4>>>(k);
 }
+template <typename F>
+using Tiles = avx2::BlockTiles<F>;
 
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
-  avx2::set_block_format_kernels<Dp>(k);
-  set_wide_panel_kernels<WideQ4_K, PanelQ4_K>(k.q4_k);
-  set_wide_panel_kernels<WideQ5_K, PanelQ5_K>(k.q5_k);
-  set_wide_panel_kernels<WideQ6_K, PanelQ6_K>(k.q6_k);
-  set_wide_block_tile_kernels<WideIQ4_XS>(k.iq4_xs);
+  set_panel_kernels<Tiles<avx2::FormatQ4_1<Dp>>, PanelQ4_1>(k.q4_1);
+  set_panel_kernels<Tiles<avx2::FormatQ5_0<Dp>>, PanelQ5_0>(k.q5_0);
+  set_panel_kernels<Tiles<avx2::FormatQ5_1<Dp>>, PanelQ5_1>(k.q5_1);
+  set_panel_kernels<Tiles<avx2::FormatIQ4_NL<Dp>>, PanelIQ4_NL>(k.iq4_nl);
+  set_panel_kernels<Tiles<avx2::FormatQ2_K<Dp>>, PanelQ2_K>(k.q2_k);
+  set_panel_kernels<Tiles<avx2::FormatQ3_K<Dp>>, PanelQ3_K>(k.q3_k);
+  set_panel_kernels<WideBlockTiles<WideQ4_K>, PanelQ4_K>(k.q4_k);
+  set_panel_kernels<WideBlockTiles<WideQ5_K>, PanelQ5_K>(k.q5_k);
+  set_panel_kernels<WideBlockTiles<WideQ6_K>, PanelQ6_K>(k.q6_k);
+  set_panel_kernels<WideBlockTiles<WideIQ4_XS>, PanelIQ4_XS>(k.iq4_xs);
 }
 
 }  // namespace hearth::cpu::avx512

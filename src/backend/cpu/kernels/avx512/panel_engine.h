@@ -26,7 +26,7 @@
 //     (runs 0-3 and 4-7);
 //   start(s): the initial int32 sum over weights whose activation quants sum to s (the block's
 //     32 with one sum, each 16 with two);
-//   finish(side, sums, dx, xs, acc): acc plus the block's term, as the tile engine rounds it.
+//   finish(side, sums, acts, acc): acc plus the block's term, as the tile engine rounds it.
 //
 // The panels need a buffer of 32 rows' codes (one byte per weight) and side data per product;
 // products of few tokens, where repacking would not pay, keep the tile engines.
@@ -127,6 +127,13 @@ inline void store_runs(const __m512i (&a)[8], uint8_t* out) {
   }
 }
 
+// What a format's finish knows of one token's activations for one block.
+struct BlockActs {
+  __m512 dx;              // the block's activation scale, in every lane
+  int32_t xs;             // the sum of its 32 activation quants
+  const int32_t* halves;  // with two sums per block: the sums of its first and last 16
+};
+
 // Panels of up to 16 rows each over whole activation groups, one after another in one buffer.
 template <typename F>
 struct Panels {
@@ -224,7 +231,8 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
             _mm512_set1_ps(reinterpret_cast<const float*>(xg[t] + kActScalesOffset)[lane]);
         for (int i = 0; i < P; ++i) {
           const float* s = side[i] + block * F::kSide * kPanelRows;
-          acc[i][t][lane] = F::finish(s, isum[i][t], dx, xs[t], acc[i][t][lane]);
+          const BlockActs acts{dx, xs[t], S == 2 ? halves + t * hld + 2 * block : nullptr};
+          acc[i][t][lane] = F::finish(s, isum[i][t], acts, acc[i][t][lane]);
         }
       }
     }
