@@ -50,14 +50,15 @@ static inline bool is_forward_stream(const uint8_t* w, const uint8_t* ahead, int
 // Covers an nr x nt output with K's register-blocked tiles of at most R x T, using smaller
 // instantiations at the edges. Rows are the outer loop so a weight tile stays in L1 while it
 // meets every activation row. Tiles see only row pointers, so gathered rows take the same
-// tiles (and give the same bits) as contiguous ones.
+// tiles (and give the same bits) as contiguous ones. gemm and gemv are inlined into the
+// kernel-table entries, so that contiguous rows (no index list) compile as such.
 template <typename K, int R, int T>
 class TileSet {
  public:
   // Many tokens, or one token over rows the hardware prefetchers follow alone (float rows of a
   // page or more): nothing is prefetched, since streaming one token's rows is gemv's part.
-  static void gemm(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
-                   int64_t nt, float* y, size_t ldy) {
+  [[gnu::always_inline]] static void gemm(int64_t n, const RowList& rows, int64_t nr, const void* x,
+                                          size_t ldx, int64_t nt, float* y, size_t ldy) {
     const auto* xb = static_cast<const uint8_t*>(x);
     for (int64_t r0 = 0; r0 < nr; r0 += R) {
       const int64_t rr = nr - r0 < R ? nr - r0 : R;
@@ -76,7 +77,8 @@ class TileSet {
   // (R rows side by side are R interleaved streams within the same pages, which they do not);
   // scattered gathered rows go R at a time, R independent misses in flight, each tile
   // prefetching the next one's rows (the last tile has none and refetches its own lines).
-  static void gemv(int64_t n, const RowList& rows, int64_t nr, const void* x, float* y) {
+  [[gnu::always_inline]] static void gemv(int64_t n, const RowList& rows, int64_t nr, const void* x,
+                                          float* y) {
     const auto* xb = static_cast<const uint8_t*>(x);
     for (int64_t r0 = 0; r0 < nr; r0 += R) {
       const int64_t rr = nr - r0 < R ? nr - r0 : R;
@@ -138,10 +140,12 @@ void gemm_gather(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64
   Gemm(n, {static_cast<const uint8_t*>(w), ldw, idx}, nr, x, ldx, nt, y, ldy);
 }
 // A gemm that streams one token's rows through TileSet::gemv (R1-row tiles where rows are
-// scattered) and covers more tokens with R2 x T2 tiles.
+// scattered) and covers more tokens with R2 x T2 tiles. Always inlined into the kernel-table
+// entries, so that contiguous rows compile as such.
 template <typename K, int R1, int R2, int T2>
-void gemm_by_tokens(int64_t n, const RowList& rows, int64_t nr, const void* x, size_t ldx,
-                    int64_t nt, float* y, size_t ldy) {
+[[gnu::always_inline]] inline void gemm_by_tokens(int64_t n, const RowList& rows, int64_t nr,
+                                                  const void* x, size_t ldx, int64_t nt, float* y,
+                                                  size_t ldy) {
   if (nt == 1) {
     TileSet<K, R1, 1>::gemv(n, rows, nr, x, y);
   } else {
