@@ -34,12 +34,6 @@ using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;
 using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
 using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 
-// The tiles (T: the 256-bit or the 512-bit engine's) below kPanelMinTokens tokens, panels from
-// there.
-template <typename T, typename P>
-void set_panel_kernels(WeightKernels& k) {
-  avx2::set_tile_kernels<T, panel_gemm<P, avx2::gemm_by_tokens<T, 4, 2, 4>>>(k);
-}
 template <typename F>
 using Tiles = avx2::BlockTiles<F>;
 

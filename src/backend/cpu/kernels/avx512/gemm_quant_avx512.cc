@@ -17,19 +17,11 @@ struct DpEvex {
   static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 };
 
-// The pair tiles' gemm (avx2::set_quant_tile_kernels' shapes) below kPanelMinTokens tokens,
-// panels from there.
-template <typename WB, typename P>
-void set_panel_kernels(WeightKernels& k) {
-  using Tiles = avx2::QuantTiles<WB>;
-  avx2::set_tile_kernels<Tiles, panel_gemm<P, avx2::gemm_by_tokens<Tiles, 4, 2, 4>>>(k);
-}
-
 }  // namespace
 
 void set_quant_kernels(Kernels& k) {
-  set_panel_kernels<avx2::VnniQ8_0<DpEvex>, PanelQ8_0>(k.q8_0);
-  set_panel_kernels<avx2::VnniQ4_0<DpEvex>, PanelQ4_0>(k.q4_0);
+  set_panel_kernels<avx2::QuantTiles<avx2::VnniQ8_0<DpEvex>>, PanelQ8_0>(k.q8_0);
+  set_panel_kernels<avx2::QuantTiles<avx2::VnniQ4_0<DpEvex>>, PanelQ4_0>(k.q4_0);
 }
 
 }  // namespace hearth::cpu::avx512

@@ -10,8 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/quant_blocks.h"
+
 // Last, in their own block: they switch on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/block_formats.h"
 #include "backend/cpu/kernels/avx512/quant_panels.h"
 
 namespace hearth::cpu::avx512 {
@@ -210,9 +211,7 @@ struct PanelIQ4_XS : SuperBlockPanelFormat<PanelIQ4_XS, BlockIQ4_XS> {
   static void row_side(const BlockIQ4_XS& b, float* at) {
     const float d = avx2::half_to_float(b.d);
     for (int k = 0; k < static_cast<int>(kActGroupBlocks); ++k, at += kSide * kPanelRows) {
-      const int low = (b.scales_l[k / 2] >> (4 * (k % 2))) & 15;
-      const int high = (b.scales_h >> (2 * k)) & 3;
-      at[0] = static_cast<float>((low | high << 4) - 32);
+      at[0] = static_cast<float>(iq4xs_scale(b, k) - 32);
       at[kPanelRows] = d;
     }
   }

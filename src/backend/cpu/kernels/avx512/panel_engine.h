@@ -1,6 +1,6 @@
 // The row-panel engine for prompt products with 512-bit vpdpbusd: 16 weight rows, one per 32-bit
-// lane, against many tokens. The formats are in quant_panels.h (Q8_0, Q4_0) and
-// kquant_panels.h (Q4_K, Q5_K).
+// lane, against many tokens. The formats are in quant_panels.h (the 32-weight block types) and
+// kquant_panels.h (the super-block types).
 //
 // The tile engines (avx2/group_tiles.h) leave each block's sum spread over four int32 lanes and
 // gather it with horizontal adds, a shuffle for every two 8-bit products; a zmm product there
@@ -65,8 +65,8 @@ inline __m512i join(__m256i a, __m256i b) {
   return _mm512_mask_broadcast_i64x4(_mm512_maskz_broadcast_i64x4(0x0f, a), 0xf0, b);
 }
 
-// permutex2var indices of the 16 x 8 transpose of 32-bit runs in pack_block: `first` picks from
-// the first operand, `first + 16` from the second.
+// permutex2var indices of store_runs' 16 x 8 transpose of 32-bit runs: index i < 16 picks
+// element i of the first operand, i + 16 element i of the second.
 struct TransposeIndex {
   int32_t v[16];
 };
@@ -137,24 +137,28 @@ struct BlockActs {
 // Panels of up to 16 rows each over whole activation groups, one after another in one buffer.
 template <typename F>
 struct Panels {
-  const uint8_t* codes;  // per panel: [blocks][8 runs][16 rows][4 codes]
-  const float* side;     // per panel: [blocks][F::kSide][16 rows]
+  uint8_t* codes;  // per panel: [blocks][8 runs][16 rows][4 codes]
+  float* side;     // per panel: [blocks][F::kSide][16 rows]
   int64_t groups;
 
   int64_t blocks() const { return groups * kActGroupBlocks; }
-  const uint8_t* codes_of(int i) const { return codes + i * blocks() * kPanelBlockBytes; }
-  const float* side_of(int i) const { return side + i * blocks() * F::kSide * kPanelRows; }
+  uint8_t* codes_of(int i) const { return codes + i * blocks() * kPanelBlockBytes; }
+  float* side_of(int i) const { return side + i * blocks() * F::kSide * kPanelRows; }
+  // Panel i alone.
+  Panels one(int i) const { return {codes_of(i), side_of(i), groups}; }
 };
 
-// Rows [r0, r0 + rows) of `list` (n weights each) into one panel.
+// Rows [r0, r0 + rows) of `list` (n weights each) into panel i.
 template <typename F>
-void pack_panel(const tiles::RowList& list, int64_t r0, int rows, int64_t n, int64_t groups,
-                uint8_t* codes, float* side) {
+void pack_panel(const tiles::RowList& list, int64_t r0, int rows, int64_t n, const Panels<F>& p,
+                int i) {
+  uint8_t* codes = p.codes_of(i);
+  float* side = p.side_of(i);
   constexpr int64_t kGroupBytes = F::kGroupBlocks * static_cast<int64_t>(sizeof(typename F::Block));
   const int64_t blocks = n / (kQK * kActGroupBlocks / F::kGroupBlocks);
   const uint8_t* base[kPanelRows];
   for (int r = 0; r < kPanelRows; ++r) base[r] = r < rows ? list.row(r0 + r) : nullptr;
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = 0; g < p.groups; ++g) {
     const uint8_t* at[kPanelRows];
     for (int r = 0; r < kPanelRows; ++r) at[r] = base[r] ? base[r] + g * kGroupBytes : nullptr;
     const auto valid =
@@ -282,8 +286,7 @@ inline void halves_of(const uint8_t* x, int64_t blocks, int32_t* out) {
 // panel_gemm, its bulk slowed the one-token tiles' loop there by about a tenth.
 template <typename F>
 [[gnu::noinline]] void panel_products(int64_t n, const tiles::RowList& list, int64_t nr,
-                                      const void* x, size_t ldx, int64_t nt, float* y,
-                                      size_t ldy) {
+                                      const void* x, size_t ldx, int64_t nt, float* y, size_t ldy) {
   const int64_t groups = (n / kQK + kActGroupBlocks - 1) / kActGroupBlocks;
   const int64_t blocks = groups * kActGroupBlocks;
   const auto code_bytes = static_cast<size_t>(kPanelSet * blocks * kPanelBlockBytes);
@@ -312,8 +315,7 @@ template <typename F>
       const int used = (rows + kPanelRows - 1) / kPanelRows;
       for (int i = 0; i < used; ++i) {
         pack_panel<F>(list, r0 + i * kPanelRows, std::min(kPanelRows, rows - i * kPanelRows), n,
-                      groups, codes + i * blocks * kPanelBlockBytes,
-                      side + i * blocks * F::kSide * kPanelRows);
+                      panels, i);
       }
       for (int64_t t0 = b0; t0 < b1; t0 += kPanelTokens) {
         const int64_t tt = std::min<int64_t>(kPanelTokens, b1 - t0);
@@ -326,9 +328,8 @@ template <typename F>
         }
         // The last rows of the product: their panels one at a time.
         for (int i = 0; i < used; ++i) {
-          const Panels<F> one{panels.codes_of(i), panels.side_of(i), groups};
-          panel_tail<F, 1, kPanelTokens>(one, std::min(kPanelRows, rows - i * kPanelRows), xt, ldx,
-                                         ht, hld, tt, yt + i * kPanelRows, ldy);
+          panel_tail<F, 1, kPanelTokens>(panels.one(i), std::min(kPanelRows, rows - i * kPanelRows),
+                                         xt, ldx, ht, hld, tt, yt + i * kPanelRows, ldy);
         }
       }
     }
@@ -339,13 +340,22 @@ template <typename F>
 // engine's gemm (Fallback) below that. Inlined into the kernel-table entries, so that the
 // one-token path compiles as it would without panels (contiguous rows known as such).
 template <typename F, tiles::RowsGemmFn Fallback>
-[[gnu::always_inline]] inline void panel_gemm(int64_t n, const tiles::RowList& list, int64_t nr, const void* x, size_t ldx,
-                int64_t nt, float* y, size_t ldy) {
+[[gnu::always_inline]] inline void panel_gemm(int64_t n, const tiles::RowList& list, int64_t nr,
+                                              const void* x, size_t ldx, int64_t nt, float* y,
+                                              size_t ldy) {
   if (nt < kPanelMinTokens) {
     Fallback(n, list, nr, x, ldx, nt, y, ldy);
   } else {
     panel_products<F>(n, list, nr, x, ldx, nt, y, ldy);
   }
+}
+
+// dot, gemm and gemm_gather of a type: the tile engine Tiles (one token with up to 4 scattered
+// rows a tile, a few tokens in tiles of 2 rows x 4 tokens, the shape that ran fastest:
+// docs/benchmarks.md) below kPanelMinTokens tokens, format P's panels from there.
+template <typename Tiles, typename P>
+void set_panel_kernels(WeightKernels& k) {
+  tiles::set_tile_kernels<Tiles, panel_gemm<P, tiles::gemm_by_tokens<Tiles, 4, 2, 4>>>(k);
 }
 
 }  // namespace hearth::cpu::avx512

@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/quant_blocks.h"
+
 // Last, in their own block: they switch on AVX2 code generation for everything below.
-#include "backend/cpu/kernels/avx2/block_formats.h"
+#include "backend/cpu/kernels/avx2/avx2_util.h"
 #include "backend/cpu/kernels/avx512/panel_engine.h"
 
 namespace hearth::cpu::avx512 {

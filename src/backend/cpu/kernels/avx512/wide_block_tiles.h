@@ -107,9 +107,8 @@ struct WideBlockEngine {
       for (int r = 0; r < R; ++r) {
         const __m512i s = sums[r][t];
         // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
-        const __m256i blocks[1] = {
-            _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
-                             _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
+        const __m256i blocks[1] = {_mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
+                                                    _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
         acc[r][t] = F::finish(g[r], blocks, dx, xs, acc[r][t]);
       }
     }
@@ -117,13 +116,5 @@ struct WideBlockEngine {
 };
 template <typename F>
 using WideBlockTiles = avx2::GroupTiles<WideBlockEngine<F>>;
-
-// dot, gemm and gemm_gather of a wide format: one token with up to 4 scattered rows a tile, more
-// tokens in tiles of 2 rows x 4 tokens, the shape that ran fastest (docs/benchmarks.md).
-template <typename F>
-void set_wide_block_tile_kernels(WeightKernels& k) {
-  using Tiles = WideBlockTiles<F>;
-  avx2::set_tile_kernels<Tiles, avx2::gemm_by_tokens<Tiles, 4, 2, 4>>(k);
-}
 
 }  // namespace hearth::cpu::avx512
