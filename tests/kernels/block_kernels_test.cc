@@ -176,21 +176,25 @@ TEST(BlockKernels, MatchScalarReference) {
 }
 
 // Codes at their extremes (every byte 0x00 or 0xff, so the largest or smallest codes and scales)
-// against activations at +-127: the products' int16 stages must not saturate.
+// against activations at +-127: the products' int16 stages must not saturate, in the tiles (3
+// tokens) and in the row panels, whose 16-bit sums run over several products (17 tokens).
 TEST(BlockKernels, ExtremeCodesDoNotSaturate) {
-  constexpr int64_t kRows = 5, kCols = 512, kTokens = 3;
-  std::vector<float> x(static_cast<size_t>(kTokens * kCols));
-  for (int64_t i = 0; i < kCols; ++i) {
-    x[static_cast<size_t>(i)] = 1.0f;
-    x[static_cast<size_t>(kCols + i)] = -1.0f;
-    x[static_cast<size_t>(2 * kCols + i)] = (i / 16) % 2 ? 1.0f : -1.0f;
-  }
-  for (cpu::Isa isa : test::isas()) {
-    for (const BlockType& bt : block_types()) {
-      for (int fill : {0x00, 0xff, 0x0f, 0xf0, 0x88}) {
-        const auto w = block_weights(bt, kRows, kCols, static_cast<uint32_t>(fill), fill);
-        check_shape(isa, bt, w, kRows, kCols, x, kTokens);
-        if (HasFatalFailure()) return;
+  constexpr int64_t kRows = 5, kCols = 512;
+  for (int64_t tokens : {3, 17}) {
+    std::vector<float> x(static_cast<size_t>(tokens * kCols));
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t i = 0; i < kCols; ++i) {
+        const float sign = t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (i / 16) % 2 ? 1.0f : -1.0f;
+        x[static_cast<size_t>(t * kCols + i)] = sign;
+      }
+    }
+    for (cpu::Isa isa : test::isas()) {
+      for (const BlockType& bt : block_types()) {
+        for (int fill : {0x00, 0xff, 0x0f, 0xf0, 0x88}) {
+          const auto w = block_weights(bt, kRows, kCols, static_cast<uint32_t>(fill), fill);
+          check_shape(isa, bt, w, kRows, kCols, x, tokens);
+          if (HasFatalFailure()) return;
+        }
       }
     }
   }

@@ -9,8 +9,8 @@
 
 #include "backend/cpu/kernels/act_layout.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
-#include "core/fp16.h"
 #include "common/kernel_test_util.h"
+#include "core/fp16.h"
 
 namespace hearth {
 namespace {
@@ -227,8 +227,8 @@ TEST(KernelsFp16Rows, MatchScalar) {
 TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
   // VNNI (AVX-VNNI or AVX512-VNNI) only changes how the exact integer block sums are formed, so
   // every output must equal the AVX2 kernel's bit for bit, for every tile shape: few tokens (pair
-  // tiles) and many (AVX-512's row panels, with a partial last panel and token pass), over
-  // contiguous and gathered rows.
+  // tiles) and many (the row panels, with a partial last panel and token pass), over contiguous
+  // and gathered rows; and every token of a product must equal AVX2's one-token dot (the tiles).
   if (!test::cpu_has_avx2()) GTEST_SKIP() << "CPU lacks AVX2";
   const Kernels avx2 = cpu::select_kernels(cpu::Isa::Avx2);
   int tested = 0;
@@ -255,12 +255,21 @@ TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
             ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
                 << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
                 << " rows=" << rows << " n=" << n;
+            for (int64_t tk = 0; tk < n; ++tk) {
+              for (int64_t r = 0; r < rows; ++r) {
+                const float d =
+                    avx2.weights(t).dot(cols, w.data() + r * ldw, a.data.data() + tk * a.ld);
+                ASSERT_EQ(std::memcmp(&got[tk * rows + r], &d, 4), 0)
+                    << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                    << " rows=" << rows << " n=" << n << " token " << tk << " row " << r;
+              }
+            }
             got.assign(static_cast<size_t>(ni * n), 0.0f);
             want.assign(got.size(), 0.0f);
-            vnni.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld,
-                                        n, got.data(), ni);
-            avx2.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld,
-                                        n, want.data(), ni);
+            vnni.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld, n,
+                                        got.data(), ni);
+            avx2.weights(t).gemm_gather(cols, w.data(), ldw, idx.data(), ni, a.data.data(), a.ld, n,
+                                        want.data(), ni);
             ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0)
                 << cpu::isa_name(isa) << " " << dtype_name(t) << " gathered, cols=" << cols
                 << " rows=" << rows << " n=" << n;

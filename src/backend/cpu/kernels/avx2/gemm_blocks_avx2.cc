@@ -1,15 +1,25 @@
 // The block types of core/quant_blocks.h (legacy Q4_1/Q5_0/Q5_1, the K-quants, IQ4_NL/IQ4_XS)
-// in the AVX2 table: the block tile engine (block_tiles.h) with maddubs/madd products.
+// in the AVX2 table: the block tile engine (block_tiles.h) with maddubs/madd products, and for
+// products of many tokens the 256-bit row panels (panel_ymm.h) of the types whose codes fit
+// maddubs' int16 sums (all but IQ4_NL and IQ4_XS).
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_formats.h"
+#include "backend/cpu/kernels/avx2/kquant_panels.h"
+#include "backend/cpu/kernels/avx2/panel_ymm.h"
 
 namespace hearth::cpu::avx2 {
 namespace {
 
 // A private copy of the AVX2 products, so the formats' instantiations stay in this file.
 struct Dp : MaddAvx2 {};
+
+template <typename F, typename P>
+void set_panels(WeightKernels& k) {
+  static_assert(YmmMaddubs::fits<P>());
+  set_panel_kernels<BlockTiles<F>, P, YmmMaddubs>(k);
+}
 
 }  // namespace
 
@@ -20,6 +30,14 @@ void set_block_kernels(Kernels& k) {
     w->to_act = w->act == ActFormat::Q8K ? quantize_act_q8k : quantize_act_q8;
   }
   set_block_format_kernels<Dp>(k);
+  set_panels<FormatQ4_1<Dp>, PanelQ4_1>(k.q4_1);
+  set_panels<FormatQ5_0<Dp>, PanelQ5_0>(k.q5_0);
+  set_panels<FormatQ5_1<Dp>, PanelQ5_1>(k.q5_1);
+  set_panels<FormatQ2_K<Dp>, PanelQ2_K>(k.q2_k);
+  set_panels<FormatQ3_K<Dp>, PanelQ3_K>(k.q3_k);
+  set_panels<FormatQ4_K<Dp>, PanelQ4_K>(k.q4_k);
+  set_panels<FormatQ5_K<Dp>, PanelQ5_K>(k.q5_k);
+  set_panels<FormatQ6_K<Dp>, PanelQ6_K>(k.q6_k);
 }
 
 }  // namespace hearth::cpu::avx2

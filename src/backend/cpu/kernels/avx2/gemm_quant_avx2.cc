@@ -1,9 +1,12 @@
 // Q8_0 and Q4_0 weights against Q8 activation rows (layout: kernels/act_layout.h), with AVX2's
 // 8-bit multiply-add: maddubs to int16 pairs, then madd to int32. The tile engine is in
-// quant_tiles.h.
+// quant_tiles.h; Q4_0's products of many tokens take the 256-bit row panels (panel_ymm.h), whose
+// int16 sums Q8_0's codes would saturate.
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/panel_ymm.h"
+#include "backend/cpu/kernels/avx2/quant_panels.h"
 #include "backend/cpu/kernels/avx2/quant_tiles.h"
 
 namespace hearth::cpu::avx2 {
@@ -34,7 +37,7 @@ struct WeightQ8_0 : Q8_0Format {
 
 void set_quant_kernels(Kernels& k) {
   set_quant_tile_kernels<WeightQ8_0>(k.q8_0);
-  set_quant_tile_kernels<WeightQ4_0>(k.q4_0);
+  set_panel_kernels<QuantTiles<WeightQ4_0>, PanelQ4_0, YmmMaddubs>(k.q4_0);
 }
 
 }  // namespace hearth::cpu::avx2

@@ -3,14 +3,15 @@
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
 // Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
-// wide_block_tiles.h. Products of many tokens over every block type take the row panels of
-// quant_panels.h and kquant_panels.h.
+// wide_block_tiles.h. Products of many tokens over every block type take the 512-bit row panels
+// (panel_zmm.h) of avx2/quant_panels.h and avx2/kquant_panels.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_formats.h"
+#include "backend/cpu/kernels/avx2/kquant_panels.h"
 #include "backend/cpu/kernels/avx512/avx512_util.h"
-#include "backend/cpu/kernels/avx512/kquant_panels.h"
+#include "backend/cpu/kernels/avx512/panel_zmm.h"
 #include "backend/cpu/kernels/avx512/wide_block_formats.h"
 
 namespace hearth::cpu::avx512 {
@@ -37,19 +38,24 @@ using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 template <typename F>
 using Tiles = avx2::BlockTiles<F>;
 
+template <typename T, typename P>
+void set_panel_kernels(WeightKernels& k) {
+  avx2::set_panel_kernels<T, P, ZmmPanels>(k);
+}
+
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
-  set_panel_kernels<Tiles<avx2::FormatQ4_1<Dp>>, PanelQ4_1>(k.q4_1);
-  set_panel_kernels<Tiles<avx2::FormatQ5_0<Dp>>, PanelQ5_0>(k.q5_0);
-  set_panel_kernels<Tiles<avx2::FormatQ5_1<Dp>>, PanelQ5_1>(k.q5_1);
-  set_panel_kernels<Tiles<avx2::FormatIQ4_NL<Dp>>, PanelIQ4_NL>(k.iq4_nl);
-  set_panel_kernels<Tiles<avx2::FormatQ2_K<Dp>>, PanelQ2_K>(k.q2_k);
-  set_panel_kernels<Tiles<avx2::FormatQ3_K<Dp>>, PanelQ3_K>(k.q3_k);
-  set_panel_kernels<WideBlockTiles<WideQ4_K>, PanelQ4_K>(k.q4_k);
-  set_panel_kernels<WideBlockTiles<WideQ5_K>, PanelQ5_K>(k.q5_k);
-  set_panel_kernels<WideBlockTiles<WideQ6_K>, PanelQ6_K>(k.q6_k);
-  set_panel_kernels<WideBlockTiles<WideIQ4_XS>, PanelIQ4_XS>(k.iq4_xs);
+  set_panel_kernels<Tiles<avx2::FormatQ4_1<Dp>>, avx2::PanelQ4_1>(k.q4_1);
+  set_panel_kernels<Tiles<avx2::FormatQ5_0<Dp>>, avx2::PanelQ5_0>(k.q5_0);
+  set_panel_kernels<Tiles<avx2::FormatQ5_1<Dp>>, avx2::PanelQ5_1>(k.q5_1);
+  set_panel_kernels<Tiles<avx2::FormatIQ4_NL<Dp>>, avx2::PanelIQ4_NL>(k.iq4_nl);
+  set_panel_kernels<Tiles<avx2::FormatQ2_K<Dp>>, avx2::PanelQ2_K>(k.q2_k);
+  set_panel_kernels<Tiles<avx2::FormatQ3_K<Dp>>, avx2::PanelQ3_K>(k.q3_k);
+  set_panel_kernels<WideBlockTiles<WideQ4_K>, avx2::PanelQ4_K>(k.q4_k);
+  set_panel_kernels<WideBlockTiles<WideQ5_K>, avx2::PanelQ5_K>(k.q5_k);
+  set_panel_kernels<WideBlockTiles<WideQ6_K>, avx2::PanelQ6_K>(k.q6_k);
+  set_panel_kernels<WideBlockTiles<WideIQ4_XS>, avx2::PanelIQ4_XS>(k.iq4_xs);
 }
 
 }  // namespace hearth::cpu::avx512

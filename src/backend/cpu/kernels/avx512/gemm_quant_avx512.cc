@@ -1,13 +1,14 @@
 // Q8_0 and Q4_0 weights against Q8 activation rows with AVX512-VNNI: the AVX-VNNI kernels
 // (avx2/vnni_weights.h) with the EVEX form of the 256-bit vpdpbusd, which every AVX512-VNNI CPU
 // has (AVX-VNNI's VEX form came later). Products of many tokens take the 512-bit panels of
-// quant_panels.h instead. Every output is identical to the AVX2 kernels'.
+// avx2/quant_panels.h (panel_zmm.h) instead. Every output is identical to the AVX2 kernels'.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
 // Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/quant_panels.h"
 #include "backend/cpu/kernels/avx2/vnni_weights.h"
 #include "backend/cpu/kernels/avx512/avx512_util.h"
-#include "backend/cpu/kernels/avx512/quant_panels.h"
+#include "backend/cpu/kernels/avx512/panel_zmm.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
@@ -20,8 +21,10 @@ struct DpEvex {
 }  // namespace
 
 void set_quant_kernels(Kernels& k) {
-  set_panel_kernels<avx2::QuantTiles<avx2::VnniQ8_0<DpEvex>>, PanelQ8_0>(k.q8_0);
-  set_panel_kernels<avx2::QuantTiles<avx2::VnniQ4_0<DpEvex>>, PanelQ4_0>(k.q4_0);
+  avx2::set_panel_kernels<avx2::QuantTiles<avx2::VnniQ8_0<DpEvex>>, avx2::PanelQ8_0, ZmmPanels>(
+      k.q8_0);
+  avx2::set_panel_kernels<avx2::QuantTiles<avx2::VnniQ4_0<DpEvex>>, avx2::PanelQ4_0, ZmmPanels>(
+      k.q4_0);
 }
 
 }  // namespace hearth::cpu::avx512

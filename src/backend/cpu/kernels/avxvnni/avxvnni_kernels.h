@@ -9,10 +9,12 @@
 
 namespace hearth::cpu::avxvnni {
 
-// Sets dot, gemm and gemm_gather of the Q8_0 and Q4_0 entries to the VNNI tile kernels.
+// Sets dot, gemm and gemm_gather of the Q8_0 and Q4_0 entries to the VNNI tile and panel kernels.
 void set_quant_kernels(Kernels& k);
+// The same for the block types of core/quant_blocks.h.
+void set_block_kernels(Kernels& k);
 
-// The AVX2 table with the Q8_0 and Q4_0 dot, gemm and gemm_gather kernels replaced.
+// The AVX2 table with every quantized type's dot, gemm and gemm_gather kernels replaced.
 Kernels kernels();
 
 }  // namespace hearth::cpu::avxvnni

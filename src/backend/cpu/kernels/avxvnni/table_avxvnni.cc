@@ -1,5 +1,5 @@
-// The AVX-VNNI kernel table: only the 8-bit integer dot products gain from VNNI, so everything
-// else (axpy included: it dequantizes to floats) is the AVX2 table.
+// The AVX-VNNI kernel table: only the 8-bit integer products gain from VNNI, so everything else
+// (the axpys included) is the AVX2 table.
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 #include "backend/cpu/kernels/avxvnni/avxvnni_kernels.h"
 
@@ -9,6 +9,7 @@ Kernels kernels() {
   Kernels k = avx2::kernels();
   k.isa = Isa::AvxVnni;
   set_quant_kernels(k);
+  set_block_kernels(k);
   return k;
 }
 
