@@ -290,6 +290,48 @@ TEST(KernelsVnni, QuantizedGemmIsIdenticalToAvx2) {
   if (tested == 0) GTEST_SKIP() << "CPU lacks AVX-VNNI and AVX512-VNNI";
 }
 
+TEST(KernelsQuant, ExtremeCodesDoNotSaturateInPanels) {
+  // Every code byte at an extreme (Q4_0 nibbles 0 or 15, Q8_0 bytes -128, -1, 127, 0) against
+  // activations at +-127 over 17 tokens (row panels, whose 16-bit sums span several products on
+  // AVX2): each output must still equal the one-token dot's bits.
+  constexpr int64_t kRows = 5, kCols = 512, kTokens = 17;
+  std::vector<float> x(static_cast<size_t>(kTokens * kCols));
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t i = 0; i < kCols; ++i) {
+      x[static_cast<size_t>(t * kCols + i)] =
+          t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (i / 16) % 2 ? 1.0f : -1.0f;
+    }
+  }
+  const uint16_t d = fp32_to_fp16(0.03f);
+  for (cpu::Isa isa : test::isas()) {
+    const Kernels k = cpu::select_kernels(isa);
+    for (DType t : {DType::Q4_0, DType::Q8_0}) {
+      const WeightKernels& wk = k.weights(t);
+      const auto ldw = static_cast<size_t>(row_bytes(t, kCols));
+      const size_t block = static_cast<size_t>(row_bytes(t, kQK));
+      const auto ldx = static_cast<size_t>(cpu::act_q8_row_bytes(kCols));
+      std::vector<uint8_t> xq(ldx * kTokens);
+      for (int64_t tk = 0; tk < kTokens; ++tk) {
+        wk.to_act(x.data() + tk * kCols, xq.data() + tk * ldx, kCols);
+      }
+      for (int fill : {0x00, 0xff, 0x80, 0x7f, 0x0f, 0xf0}) {
+        std::vector<uint8_t> w(ldw * kRows, static_cast<uint8_t>(fill));
+        for (size_t off = 0; off < w.size(); off += block) std::memcpy(&w[off], &d, sizeof d);
+        std::vector<float> y(static_cast<size_t>(kRows * kTokens));
+        wk.gemm(kCols, w.data(), ldw, kRows, xq.data(), ldx, kTokens, y.data(), kRows);
+        for (int64_t tk = 0; tk < kTokens; ++tk) {
+          for (int64_t r = 0; r < kRows; ++r) {
+            const float want = wk.dot(kCols, w.data() + r * ldw, xq.data() + tk * ldx);
+            ASSERT_EQ(std::memcmp(&y[tk * kRows + r], &want, 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " fill " << fill << " token "
+                << tk << ": " << y[tk * kRows + r] << " against " << want;
+          }
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, KernelsTest,
                          ::testing::Combine(::testing::ValuesIn(test::kFastIsas),
                                             ::testing::ValuesIn(test::kAllTypes)),
