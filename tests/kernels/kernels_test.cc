@@ -298,8 +298,10 @@ TEST(KernelsQuant, ExtremeCodesDoNotSaturateInPanels) {
   std::vector<float> x(static_cast<size_t>(kTokens * kCols));
   for (int64_t t = 0; t < kTokens; ++t) {
     for (int64_t i = 0; i < kCols; ++i) {
-      x[static_cast<size_t>(t * kCols + i)] =
-          t % 3 == 0 ? 1.0f : t % 3 == 1 ? -1.0f : (i / 16) % 2 ? 1.0f : -1.0f;
+      x[static_cast<size_t>(t * kCols + i)] = t % 3 == 0     ? 1.0f
+                                              : t % 3 == 1   ? -1.0f
+                                              : (i / 16) % 2 ? 1.0f
+                                                             : -1.0f;
     }
   }
   const uint16_t d = fp32_to_fp16(0.03f);
@@ -323,8 +325,8 @@ TEST(KernelsQuant, ExtremeCodesDoNotSaturateInPanels) {
           for (int64_t r = 0; r < kRows; ++r) {
             const float want = wk.dot(kCols, w.data() + r * ldw, xq.data() + tk * ldx);
             ASSERT_EQ(std::memcmp(&y[tk * kRows + r], &want, 4), 0)
-                << cpu::isa_name(isa) << " " << dtype_name(t) << " fill " << fill << " token "
-                << tk << ": " << y[tk * kRows + r] << " against " << want;
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " fill " << fill << " token " << tk
+                << ": " << y[tk * kRows + r] << " against " << want;
           }
         }
       }
