@@ -252,14 +252,38 @@ float mean_square(int n, const float* x) {
   return n > 0 ? s / static_cast<float>(n) : 0.0f;
 }
 
+namespace {
+
+// For each integer k in [kIq4nlValues[0], kIq4nlValues[15]): the last code whose value is <= k.
+// The values are integers, so that code is also the last one <= v for every v with floor(v) = k:
+// one load instead of a binary search, whose branches the quantizers' scale searches (thousands
+// of calls per block) mispredict about every other time.
+constexpr int kIq4Lowest = kIq4nlValues[0];
+constexpr int kIq4Span = kIq4nlValues[15] - kIq4Lowest;
+struct Iq4Floor {
+  uint8_t code[kIq4Span];
+};
+constexpr Iq4Floor make_iq4_floor() {
+  Iq4Floor t{};
+  int code = 0;
+  for (int k = 0; k < kIq4Span; ++k) {
+    while (kIq4nlValues[code + 1] <= k + kIq4Lowest) ++code;
+    t.code[k] = static_cast<uint8_t>(code);
+  }
+  return t;
+}
+constexpr Iq4Floor kIq4Floor = make_iq4_floor();
+
+}  // namespace
+
 int iq4_index(float v) {
   if (v <= kIq4nlValues[0]) return 0;
-  if (v >= kIq4nlValues[15]) return 15;
-  int lo = 0, hi = 15;  // kIq4nlValues[lo] <= v < kIq4nlValues[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (v < kIq4nlValues[mid] ? hi : lo) = mid;
-  }
+  if (!(v < kIq4nlValues[15])) return 15;  // NaN too
+  // floor(v) from the truncation (std::floor is a library call on the baseline ISA).
+  int k = static_cast<int>(v);
+  k -= static_cast<float>(k) > v ? 1 : 0;
+  const int lo = kIq4Floor.code[k - kIq4Lowest];
+  const int hi = lo + 1;  // kIq4nlValues[lo] <= v < kIq4nlValues[hi]
   return v - kIq4nlValues[lo] < kIq4nlValues[hi] - v ? lo : hi;
 }
 
@@ -269,34 +293,40 @@ float fit_iq4(int n, const float* x, const float* w, uint8_t* L) {
     std::memset(L, iq4_index(0.0f), static_cast<size_t>(n));
     return 0.0f;
   }
-  const auto sums = [&](float id, uint8_t* q) {
-    Sums s;
-    for (int i = 0; i < n; ++i) {
-      const int l = iq4_index(id * x[i]);
-      if (q) q[i] = static_cast<uint8_t>(l);
-      const float v = kIq4nlValues[l];
-      s.lx += w[i] * v * x[i];
-      s.l2 += w[i] * v * v;
-    }
-    return s;
-  };
-  // First guess: the extreme value at +127, clamped to the table's positive end.
-  float id = -static_cast<float>(kIq4nlValues[0]) / max;
-  Sums s = sums(id, L);
-  float scale = s.l2 > 0.0f ? s.lx / s.l2 : 1.0f / id;
-  float best = scale * s.lx;
-  // Trials with the extreme value near either end of the table: -127 (the longer side) or 113.
-  for (const float end : {static_cast<float>(kIq4nlValues[0]), static_cast<float>(kIq4nlValues[15])}) {
-    for (int t = -7; t <= 7; ++t) {
-      const float trial = (static_cast<float>(t) + end) / max;
-      const Sums st = sums(trial, nullptr);
-      if (st.l2 > 0.0f && st.lx * st.lx > best * st.l2) {
-        sums(trial, L);
-        scale = st.lx / st.l2;
-        best = scale * st.lx;
-      }
+  // The candidate inverse scales: first the extreme value at +127, clamped to the table's
+  // positive end; then trials with the extreme value near either end of the table, -127 (the
+  // longer side) or 113.
+  constexpr int kSteps = 7;
+  constexpr int kTrials = 1 + 2 * (2 * kSteps + 1);
+  float ids[kTrials];
+  ids[0] = -static_cast<float>(kIq4nlValues[0]) / max;
+  int k = 1;
+  const float ends[2] = {static_cast<float>(kIq4nlValues[0]), static_cast<float>(kIq4nlValues[15])};
+  for (const float end : ends) {
+    for (int t = -kSteps; t <= kSteps; ++t) ids[k++] = (static_cast<float>(t) + end) / max;
+  }
+  // Every candidate's sums, each added in the order of x: the candidates side by side are
+  // independent chains, where one candidate at a time waits on its own adds.
+  Sums s[kTrials];
+  for (int i = 0; i < n; ++i) {
+    for (int c = 0; c < kTrials; ++c) {
+      const float v = kIq4nlValues[iq4_index(ids[c] * x[i])];
+      s[c].lx += w[i] * v * x[i];
+      s[c].l2 += w[i] * v * v;
     }
   }
+  // The first guess, then each trial that beats the best so far.
+  int chosen = 0;
+  float scale = s[0].l2 > 0.0f ? s[0].lx / s[0].l2 : 1.0f / ids[0];
+  float best = scale * s[0].lx;
+  for (int c = 1; c < kTrials; ++c) {
+    if (s[c].l2 > 0.0f && s[c].lx * s[c].lx > best * s[c].l2) {
+      chosen = c;
+      scale = s[c].lx / s[c].l2;
+      best = scale * s[c].lx;
+    }
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(iq4_index(ids[chosen] * x[i]));
   return scale;
 }
 
