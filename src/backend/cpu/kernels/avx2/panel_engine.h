@@ -34,9 +34,9 @@
 // kPanels (panels per pass) and kTokens<F> (tokens per pass), chosen to keep the sums in
 // registers.
 //
-// The panels need a buffer of 32 rows' codes (one byte per weight) and side data per product;
-// products of few tokens, where repacking would not pay, keep the tile engines. Include only
-// from files compiled with the avx2/ flags or more.
+// The panels need a buffer of one pass's rows' codes (one byte per weight) and side data per
+// product; products of few tokens, where repacking would not pay, keep the tile engines. Include
+// only from files compiled with the avx2/ flags or more.
 #pragma once
 
 #include <algorithm>
