@@ -2,8 +2,8 @@
 // (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd (u8 x s8, 4 products into an
 // int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
 // exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
-// Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine of
-// wide_block_tiles.h. Products of many tokens over every block type take the 512-bit row panels
+// Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine
+// of wide_block_tiles.h. Products of many tokens over every block type take the 512-bit row panels
 // (panel_zmm.h) of avx2/quant_panels.h and avx2/kquant_panels.h.
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 
@@ -33,6 +33,7 @@ struct Dp {
 using WideQ4_K = WideFormatQ4_K<avx2::FormatQ4_K<Dp>>;
 using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;
 using WideQ6_K = WideFormatQ6_K<avx2::FormatQ6_K<Dp>>;
+using WideQ3_K = WideFormatQ3_K<avx2::FormatQ3_K<Dp>>;
 using WideIQ4_XS = WideFormatIQ4_XS<avx2::FormatIQ4_XS<Dp>>;
 
 template <typename F>
@@ -51,7 +52,7 @@ void set_block_kernels(Kernels& k) {
   set_panel_kernels<Tiles<avx2::FormatQ5_1<Dp>>, avx2::PanelQ5_1>(k.q5_1);
   set_panel_kernels<Tiles<avx2::FormatIQ4_NL<Dp>>, avx2::PanelIQ4_NL>(k.iq4_nl);
   set_panel_kernels<Tiles<avx2::FormatQ2_K<Dp>>, avx2::PanelQ2_K>(k.q2_k);
-  set_panel_kernels<Tiles<avx2::FormatQ3_K<Dp>>, avx2::PanelQ3_K>(k.q3_k);
+  set_panel_kernels<WideBlockTiles<WideQ3_K>, avx2::PanelQ3_K>(k.q3_k);
   set_panel_kernels<WideBlockTiles<WideQ4_K>, avx2::PanelQ4_K>(k.q4_k);
   set_panel_kernels<WideBlockTiles<WideQ5_K>, avx2::PanelQ5_K>(k.q5_k);
   set_panel_kernels<WideBlockTiles<WideQ6_K>, avx2::PanelQ6_K>(k.q6_k);

@@ -89,26 +89,26 @@ struct WideFormatIQ4_XS : Base {
   }
 };
 
-// Q6_K: codes u in [0, 64) standing for u - 32, with int8 scales per 16 weights and one f16 d.
-// Pairs 2q and 2q + 1 are half q of the super-block: the low and the high nibbles of
-// ql[64q, 64q + 64) (in 16-byte quarters 0, 2, 1, 3: block 2p's first 16 codes, block 2p + 1's,
-// then their last 16) and bits 0-1, 2-3 (pair 2q) or 4-5, 6-7 (pair 2q + 1) of qh[32q, 32q + 32)
-// as bits 4-5 (quarters 0, 0, 1, 1 of it). A pair meets the activations as in the 256-bit format:
-// maddubs, minus 32 times the activations' pair sums, each int16 pair times its 16-weight scale.
-template <typename Base>
-struct WideFormatQ6_K : Base {
+// Q6_K and Q3_K: codes u standing for u - C, an int8 scale per 16 weights and one f16 d (Base:
+// the 256-bit OffsetFormat, whose scale_bytes and finish are kept). Codes::quad(b, q) gives the
+// unsigned codes of pairs 2q and 2q + 1 in the activation pairs' order (128-bit quarters: block
+// 2p's first 16 codes, block 2p + 1's, then their last 16). A pair meets the activations as in
+// the 256-bit format: maddubs, minus C times the activations' pair sums, each int16 pair times
+// its 16-weight scale.
+template <typename Base, int C, typename Codes>
+struct WideOffset16Format : Base {
   struct Group {
-    const BlockQ6_K* b;
+    const typename Base::Block* b;
     // The 16 scales as int32, 128-bit lane j holding those of pair p = 0..3 that meet that lane:
     // sub-blocks 4p (lane 0: block 2p, first 16), 4p + 2, 4p + 1, 4p + 3.
     __m512i scales;
     __m256 d;
   };
   static Group group(const uint8_t* w) {
-    const auto* b = reinterpret_cast<const BlockQ6_K*>(w);
+    const auto* b = reinterpret_cast<const typename Base::Block*>(w);
     const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
-    return {b, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(bytes, order)), avx2::broadcast_f16(b->d)};
+    return {b, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(Base::scale_bytes(*b), order)),
+            avx2::broadcast_f16(b->d)};
   }
   static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
     return avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
@@ -116,11 +116,11 @@ struct WideFormatQ6_K : Base {
 
   struct WideAct {
     PlainQuadAct x;
-    __m512i off_first, off_second;  // 32 . x as int16 pair sums
+    __m512i off_first, off_second;  // C . x as int16 pair sums
   };
   static WideAct wide_act(const uint8_t* x) {
     const PlainQuadAct a = PlainQuadAct::load(x);
-    const __m512i c = _mm512_set1_epi8(32);
+    const __m512i c = _mm512_set1_epi8(C);
     return {a, _mm512_maddubs_epi16(c, a.first), _mm512_maddubs_epi16(c, a.second)};
   }
 
@@ -135,23 +135,60 @@ struct WideFormatQ6_K : Base {
   }
 
   static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
-    const __m512i ql = _mm512_loadu_si512(g.b->ql + 64 * q);
+    const QuadCodes c = Codes::quad(*g.b, q);
+    return pair_add(pair_sums(g, 2 * q, c.first, a.x.first, a.off_first),
+                    pair_sums(g, 2 * q + 1, c.second, a.x.second, a.off_second));
+  }
+};
+
+// Q6_K's codes: the low and the high nibbles of ql[64q, 64q + 64) (in 16-byte quarters 0, 2, 1,
+// 3: block 2p's first 16 codes, block 2p + 1's, then their last 16) and bits 0-1, 2-3 (pair 2q)
+// or 4-5, 6-7 (pair 2q + 1) of qh[32q, 32q + 32) as bits 4-5 (quarters 0, 0, 1, 1 of it).
+struct WideCodesQ6_K {
+  static QuadCodes quad(const BlockQ6_K& b, int q) {
+    const __m512i ql = _mm512_loadu_si512(b.ql + 64 * q);
     const __m512i low = _mm512_maskz_shuffle_i64x2(0xff, ql, ql, _MM_SHUFFLE(3, 1, 2, 0));
-    const __m512i high = quarters_0011(g.b->qh + 32 * q);
+    const __m512i high = quarters_0011(b.qh + 32 * q);
     const __m512i nibble = _mm512_set1_epi8(0x0f);
     const __m512i bits45 = _mm512_set1_epi8(0x30);
     // Bits 2k, 2k + 1 of qh to bits 4-5 of each byte: by 16-bit shifts, per 128-bit lane 4, 2,
     // 4, 2 to the left (pair 2q: k = 0, 1) or 0, 2, 0, 2 to the right (pair 2q + 1: k = 2, 3);
     // what crosses from the neighbouring byte is masked off.
-    const __m512i even =
+    return {
         _mm512_ternarylogic_epi32(_mm512_and_si512(low, nibble),
-                                  _mm512_sllv_epi16(high, lane_counts(4, 2)), bits45, kOrMasked);
-    const __m512i odd =
+                                  _mm512_sllv_epi16(high, lane_counts(4, 2)), bits45, kOrMasked),
         _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(low, 4), nibble),
-                                  _mm512_srlv_epi16(high, lane_counts(0, 2)), bits45, kOrMasked);
-    return pair_add(pair_sums(g, 2 * q, even, a.x.first, a.off_first),
-                    pair_sums(g, 2 * q + 1, odd, a.x.second, a.off_second));
+                                  _mm512_srlv_epi16(high, lane_counts(0, 2)), bits45, kOrMasked)};
   }
 };
+
+// Q3_K's codes: sub-block 4q + j takes bits 2j of qs[32q + l] and bit 4q + j of hmask[l] as bit
+// 2 (pair 2q: j = 0, 1; pair 2q + 1: j = 2, 3). Both 32-byte runs enter as quarters 0, 0, 1, 1,
+// each 128-bit lane shifted by its block's count; 16-bit shifts of at most 6 (right) or 2 (left)
+// leave the bits kept inside their byte.
+struct WideCodesQ3_K {
+  static QuadCodes quad(const BlockQ3_K& b, int q) {
+    const __m512i crumbs = quarters_0011(b.qs + 32 * q);
+    const __m512i hmask = quarters_0011(b.hmask);
+    const __m512i three = _mm512_set1_epi8(3);
+    const __m512i bit2 = _mm512_set1_epi8(4);
+    // Bit k = 4q + j of hmask to bit 2: left by 2 - k, or right by k - 2.
+    const __m512i high_first = q == 0 ? _mm512_sllv_epi16(hmask, lane_counts(2, 1))
+                                      : _mm512_srlv_epi16(hmask, lane_counts(2, 3));
+    const __m512i high_second = q == 0 ? _mm512_srlv_epi16(hmask, lane_counts(0, 1))
+                                       : _mm512_srlv_epi16(hmask, lane_counts(4, 5));
+    return {_mm512_ternarylogic_epi32(
+                _mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(0, 2)), three), high_first,
+                bit2, kOrMasked),
+            _mm512_ternarylogic_epi32(
+                _mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(4, 6)), three), high_second,
+                bit2, kOrMasked)};
+  }
+};
+
+template <typename Base>
+using WideFormatQ6_K = WideOffset16Format<Base, 32, WideCodesQ6_K>;
+template <typename Base>
+using WideFormatQ3_K = WideOffset16Format<Base, 4, WideCodesQ3_K>;
 
 }  // namespace hearth::cpu::avx512
