@@ -138,10 +138,14 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
   for (int64_t g = 0; g < p.groups; ++g) {
     const uint8_t* xg[T];
     for (int t = 0; t < T; ++t) xg[t] = x + t * ldx + g * kActGroupBytes;
+    // Not unrolled: unrolled, GCC hoists the products of later blocks ahead of the sums that
+    // consume them and spills the sums (the block's runs below are unrolled).
     for (int k = 0; k < kActGroupBlocks; ++k) {
       const int lane = act_lane(k);
       const int64_t block = g * kActGroupBlocks + k;
       int32_t xs[T], start[T][S];
+      // (Windowed products set each sum at its first window; the braces only spare GCC's
+      // may-be-uninitialized warning.)
       VI isum[U][T][S]{};
       [[maybe_unused]] VI part[U][T];
       for (int t = 0; t < T; ++t) {
