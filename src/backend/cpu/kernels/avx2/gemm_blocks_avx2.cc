@@ -15,10 +15,14 @@ namespace {
 // A private copy of the AVX2 products, so the formats' instantiations stay in this file.
 struct Dp : MaddAvx2 {};
 
-template <typename F, typename P>
-void set_panels(WeightKernels& k) {
-  static_assert(YmmMaddubs::fits<P>());
-  set_panel_kernels<BlockTiles<F>, P, YmmMaddubs>(k);
+// Panels where P's codes fit maddubs' int16 sums, the tiles alone where they do not.
+template <template <typename> class Format, typename P>
+void set_kernels(WeightKernels& k) {
+  if constexpr (YmmMaddubs::fits<P>()) {
+    set_panel_kernels<BlockTiles<Format<Dp>>, P, YmmMaddubs>(k);
+  } else {
+    set_block_tile_kernels<Format<Dp>>(k);
+  }
 }
 
 }  // namespace
@@ -29,15 +33,16 @@ void set_block_kernels(Kernels& k) {
                            &k.q6_k, &k.iq4_xs}) {
     w->to_act = w->act == ActFormat::Q8K ? quantize_act_q8k : quantize_act_q8;
   }
-  set_block_format_kernels<Dp>(k);
-  set_panels<FormatQ4_1<Dp>, PanelQ4_1>(k.q4_1);
-  set_panels<FormatQ5_0<Dp>, PanelQ5_0>(k.q5_0);
-  set_panels<FormatQ5_1<Dp>, PanelQ5_1>(k.q5_1);
-  set_panels<FormatQ2_K<Dp>, PanelQ2_K>(k.q2_k);
-  set_panels<FormatQ3_K<Dp>, PanelQ3_K>(k.q3_k);
-  set_panels<FormatQ4_K<Dp>, PanelQ4_K>(k.q4_k);
-  set_panels<FormatQ5_K<Dp>, PanelQ5_K>(k.q5_k);
-  set_panels<FormatQ6_K<Dp>, PanelQ6_K>(k.q6_k);
+  set_kernels<FormatQ4_1, PanelQ4_1>(k.q4_1);
+  set_kernels<FormatQ5_0, PanelQ5_0>(k.q5_0);
+  set_kernels<FormatQ5_1, PanelQ5_1>(k.q5_1);
+  set_kernels<FormatIQ4_NL, PanelIQ4_NL>(k.iq4_nl);
+  set_kernels<FormatQ2_K, PanelQ2_K>(k.q2_k);
+  set_kernels<FormatQ3_K, PanelQ3_K>(k.q3_k);
+  set_kernels<FormatQ4_K, PanelQ4_K>(k.q4_k);
+  set_kernels<FormatQ5_K, PanelQ5_K>(k.q5_k);
+  set_kernels<FormatQ6_K, PanelQ6_K>(k.q6_k);
+  set_kernels<FormatIQ4_XS, PanelIQ4_XS>(k.iq4_xs);
 }
 
 }  // namespace hearth::cpu::avx2

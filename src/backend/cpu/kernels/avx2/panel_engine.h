@@ -30,7 +30,8 @@
 //     32 with one sum, each 16 with two);
 //   finish<V>(side, sums, acts, acc): acc plus the block's term, as the tile engine rounds it.
 // A vector width V gives the vector types and operations the formats and the engine use, its
-// product (vpdpbusd into int32, or maddubs into int16 sums widened every kWindow<F> runs), and
+// product (dp: vpdpbusd into int32 where kWindow<F> is 0; else pairs, add16 and widen: maddubs
+// into int16 sums widened every kWindow<F> runs), and
 // kPanels (panels per pass) and kTokens<F> (tokens per pass), chosen to keep the sums in
 // registers.
 //

@@ -105,7 +105,6 @@ struct YmmMaddubs : YmmOps {
   static I pairs(I w, I q) { return _mm256_maddubs_epi16(w, q); }
   static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
   static I widen(I v) { return _mm256_madd_epi16(v, _mm256_set1_epi16(1)); }
-  static I dp(I acc, I, I) { return acc; }  // never called: kWindow > 0
 };
 
 // VNNI's product: Dp::dot(acc, u, s), vpdpbusd into the int32 lanes.
@@ -118,9 +117,6 @@ struct YmmDp : YmmOps {
   static constexpr int kTokens = F::kSums == 1 ? 6 : 3;
 
   static I dp(I acc, I w, I q) { return Dp::dot(acc, w, q); }
-  static I pairs(I w, I) { return w; }  // never called: kWindow == 0
-  static I add16(I a, I) { return a; }
-  static I widen(I v) { return v; }
 };
 
 }  // namespace HEARTH_AVX2_ABI

@@ -19,7 +19,8 @@ namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
 // What the 32-weight formats share. Derived gives kOffset, kMaxCode and row(b), the unsigned
-// codes of one row's block in weight order. kMin: B has an f16 m, added as xs * (m * dx).
+// codes of one row's block in weight order (NibbleCodes and FiveBitCodes below for most). kMin: B
+// has an f16 m, added as xs * (m * dx).
 template <typename Derived, typename B, bool kMin>
 struct SmallPanelFormat {
   using Block = B;
@@ -84,10 +85,36 @@ inline __m256i iq4_row(__m256i nibbles) {
                           _mm256_set1_epi8(static_cast<char>(0x80)));
 }
 
-struct PanelQ4_0 : SmallPanelFormat<PanelQ4_0, BlockQ4_0, false> {
-  static constexpr int32_t kOffset = 8;
+// The codes of the nibble types (u = nibble) and of the 5-bit ones (the nibbles and a bit of qh).
+struct NibbleCodes {
   static constexpr int kMaxCode = 15;
-  static __m256i row(const Block& b) { return unpack_nibbles(b.qs); }
+  template <typename B>
+  static __m256i row(const B& b) {
+    return unpack_nibbles(b.qs);
+  }
+};
+struct FiveBitCodes {
+  static constexpr int kMaxCode = 31;
+  template <typename B>
+  static __m256i row(const B& b) {
+    return five_bit_row(b);
+  }
+};
+
+struct PanelQ4_0 : SmallPanelFormat<PanelQ4_0, BlockQ4_0, false>, NibbleCodes {
+  static constexpr int32_t kOffset = 8;
+};
+
+struct PanelQ4_1 : SmallPanelFormat<PanelQ4_1, BlockQ4_1, true>, NibbleCodes {
+  static constexpr int32_t kOffset = 0;
+};
+
+struct PanelQ5_0 : SmallPanelFormat<PanelQ5_0, BlockQ5_0, false>, FiveBitCodes {
+  static constexpr int32_t kOffset = 16;
+};
+
+struct PanelQ5_1 : SmallPanelFormat<PanelQ5_1, BlockQ5_1, true>, FiveBitCodes {
+  static constexpr int32_t kOffset = 0;
 };
 
 struct PanelQ8_0 : SmallPanelFormat<PanelQ8_0, BlockQ8_0, false> {
@@ -98,24 +125,6 @@ struct PanelQ8_0 : SmallPanelFormat<PanelQ8_0, BlockQ8_0, false> {
     return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)),
                             _mm256_set1_epi8(static_cast<char>(0x80)));
   }
-};
-
-struct PanelQ4_1 : SmallPanelFormat<PanelQ4_1, BlockQ4_1, true> {
-  static constexpr int32_t kOffset = 0;
-  static constexpr int kMaxCode = 15;
-  static __m256i row(const Block& b) { return unpack_nibbles(b.qs); }
-};
-
-struct PanelQ5_0 : SmallPanelFormat<PanelQ5_0, BlockQ5_0, false> {
-  static constexpr int32_t kOffset = 16;
-  static constexpr int kMaxCode = 31;
-  static __m256i row(const Block& b) { return five_bit_row(b); }
-};
-
-struct PanelQ5_1 : SmallPanelFormat<PanelQ5_1, BlockQ5_1, true> {
-  static constexpr int32_t kOffset = 0;
-  static constexpr int kMaxCode = 31;
-  static __m256i row(const Block& b) { return five_bit_row(b); }
 };
 
 struct PanelIQ4_NL : SmallPanelFormat<PanelIQ4_NL, BlockIQ4_NL, false> {

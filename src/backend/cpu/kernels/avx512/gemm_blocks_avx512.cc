@@ -1,7 +1,7 @@
 // The block types of core/quant_blocks.h with AVX512-VNNI: the AVX2 block tile engine
-// (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd (u8 x s8, 4 products into an
-// int32 lane) and vpdpwssd (int16 pairs into an int32 lane, accumulated). They compute the same
-// exact int32 lanes as maddubs + madd, so every output is identical to the AVX2 kernels'.
+// (avx2/block_tiles.h) with the EVEX forms of the 256-bit vpdpbusd and vpdpwssd (dp_evex.h), which
+// compute the same exact int32 lanes as maddubs + madd, so every output is identical to the AVX2
+// kernels'.
 // Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS, whose codes unpack 64 bytes at a time, take the 512-bit engine
 // of wide_block_tiles.h. Products of many tokens over every block type take the 512-bit row panels
 // (panel_zmm.h) of avx2/quant_panels.h and avx2/kquant_panels.h.
@@ -11,24 +11,14 @@
 #include "backend/cpu/kernels/avx2/block_formats.h"
 #include "backend/cpu/kernels/avx2/kquant_panels.h"
 #include "backend/cpu/kernels/avx512/avx512_util.h"
+#include "backend/cpu/kernels/avx512/dp_evex.h"
 #include "backend/cpu/kernels/avx512/panel_zmm.h"
 #include "backend/cpu/kernels/avx512/wide_block_formats.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
 
-struct Dp {
-  static __m256i dot_narrow(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
-    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
-  }
-  // No int16 stage to overflow: the same instructions as dot_narrow.
-  static __m256i dot_wide(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
-    return dot_narrow(u0, s0, u1, s1);
-  }
-  static __m256i scaled(__m256i p0, __m256i c0, __m256i p1, __m256i c1) {
-    return _mm256_dpwssd_epi32(_mm256_madd_epi16(p0, c0), p1, c1);
-  }
-};
+using Dp = DpEvex;
 
 using WideQ4_K = WideFormatQ4_K<avx2::FormatQ4_K<Dp>>;
 using WideQ5_K = WideFormatQ5_K<avx2::FormatQ5_K<Dp>>;

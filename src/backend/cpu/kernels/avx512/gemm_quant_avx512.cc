@@ -7,18 +7,10 @@
 // Last, in its own block: it switches on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/quant_panels.h"
 #include "backend/cpu/kernels/avx2/vnni_weights.h"
-#include "backend/cpu/kernels/avx512/avx512_util.h"
+#include "backend/cpu/kernels/avx512/dp_evex.h"
 #include "backend/cpu/kernels/avx512/panel_zmm.h"
 
 namespace hearth::cpu::avx512 {
-namespace {
-
-// The EVEX-encoded form (AVX512-VNNI + VL).
-struct DpEvex {
-  static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
-};
-
-}  // namespace
 
 void set_quant_kernels(Kernels& k) {
   avx2::set_panel_kernels<avx2::QuantTiles<avx2::VnniQ8_0<DpEvex>>, avx2::PanelQ8_0, ZmmPanels>(

@@ -68,18 +68,15 @@ struct ZmmPanels {
   static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
   static F to_float(I v) { return _mm512_cvtepi32_ps(v); }
-  // A separate vpbroadcastd keeps vpdpbusd at its full rate, where a broadcast folded into its
-  // memory operand halves it (on Zen 5).
   static I zeroi() { return _mm512_setzero_si512(); }
+  // (For the activation quants: a separate vpbroadcastd keeps vpdpbusd at its full rate, where a
+  // broadcast folded into its memory operand halves it, on Zen 5.)
   static I set1i(int32_t v) { return _mm512_set1_epi32(v); }
   static I loadi(const float* p) { return _mm512_load_si512(p); }
   static I addi(I a, I b) { return _mm512_add_epi32(a, b); }
   static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static I codes(const uint8_t* p) { return _mm512_load_si512(p); }
   static I dp(I acc, I w, I q) { return _mm512_dpbusd_epi32(acc, w, q); }
-  static I pairs(I w, I) { return w; }  // never called: kWindow == 0
-  static I add16(I a, I) { return a; }
-  static I widen(I v) { return v; }
 
   static void store_first(float* p, F v, int count) {
     _mm512_mask_storeu_ps(p, first_lanes(count), v);
