@@ -130,18 +130,20 @@ void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, 
   const WeightSet& w = cached_weights(t, rows, cols, 0);
   const auto x = random_activations(tokens * cols, 2);
   const size_t ldx = k.to_act ? cpu::act_row_bytes(k.act, cols) : cols * sizeof(float);
-  std::vector<uint8_t> xa(ldx * tokens);
+  // 64-byte aligned, as CpuContext::scratch hands activation rows to the kernels in a model.
+  std::vector<uint8_t> xa_store(ldx * tokens + 64);
+  uint8_t* xa = xa_store.data() + (64 - reinterpret_cast<uintptr_t>(xa_store.data()) % 64) % 64;
   for (int64_t t0 = 0; t0 < tokens; ++t0) {
     if (k.to_act) {
-      k.to_act(x.data() + t0 * cols, xa.data() + t0 * ldx, cols);
+      k.to_act(x.data() + t0 * cols, xa + t0 * ldx, cols);
     } else {
-      std::memcpy(xa.data() + t0 * ldx, x.data() + t0 * cols, ldx);
+      std::memcpy(xa + t0 * ldx, x.data() + t0 * cols, ldx);
     }
   }
   std::vector<float> y(static_cast<size_t>(rows * tokens));
   const auto ldw = static_cast<size_t>(row_bytes(t, cols));
   for (auto _ : state) {
-    k.gemm(cols, w.get(0), ldw, rows, xa.data(), ldx, tokens, y.data(), rows);
+    k.gemm(cols, w.get(0), ldw, rows, xa, ldx, tokens, y.data(), rows);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));

@@ -1,17 +1,19 @@
-// A 512-bit form of the block tile engine (avx2/block_tiles.h) for super-block formats whose
-// codes unpack more cheaply 64 bytes at a time: one zmm vpdpbusd meets a whole activation pair
-// (x_lo and x_hi side by side, the 64 bytes act_layout.h stores for it), so a group takes four
-// 8-bit products instead of eight, and a nibble format unpacks two pairs from one load.
+// A 512-bit form of the block tile engine (avx2/block_tiles.h) for formats whose codes unpack
+// more cheaply 64 bytes at a time (the super-blocks of wide_block_formats.h, the 32-weight blocks
+// of wide_pair_tiles.h): one zmm vpdpbusd meets a whole activation pair (x_lo and x_hi side by
+// side, the 64 bytes act_layout.h stores for it), so a group takes four 8-bit products instead
+// of eight, and a nibble format unpacks two pairs from one load.
 //
 // A pair's zmm product holds, per 128-bit lane: block 2p's partial sums against x_lo, block
-// 2p + 1's against x_lo, then the same two against x_hi. Three levels of a 512-bit pairwise add
+// 2p + 1's against x_lo, then the same two against x_hi. Two levels of a 512-bit pairwise add
 // (the lanes of vphaddd, which has no 512-bit form) over a group's four pairs, then the sum of
 // the two 256-bit halves, leave each block's exact integer sum in act_layout.h's lane order: the
 // same integers the 256-bit engine reaches, finished by the same F::finish, so every output is
 // identical to the AVX2 kernels'.
 //
-// F is a 256-bit super-block format (block_formats_256.h) that also gives the wide steps
-// described at WideBlockEngine. Include only from files compiled with the avx512/ flags.
+// F is a 256-bit format (block_formats_256.h, block_formats_32.h, or a Q4_0 one) that also gives
+// the wide steps described at WideBlockEngine. Include only from files compiled with the avx512/
+// flags.
 #pragma once
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
@@ -70,12 +72,14 @@ inline __m512i plain_quad_sums(const QuadCodes& c, const PlainQuadAct& a) {
 //   WideAct: what it needs of one token's 128 activation bytes of pairs 2q and 2q + 1, made by
 //            wide_act(x) once per token and shared by the tile's rows;
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
-//            in the lanes described above).
+//            in the lanes described above);
+//   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
+//            high nibble, an exact factor) and are shifted back before the halves are added.
 template <typename F>
 struct WideBlockEngine {
   using Block = typename F::Block;
   static constexpr int kGroupBlocks = F::kGroupBlocks;
-  static_assert(kGroupBlocks == 1 && F::kTrees == 1, "super-block formats with one tree only");
+  static_assert(F::kTrees == 1, "formats with one tree only");
 
   // Inlined into the tile loop: as a call, each group would pass the accumulators through
   // memory (and GCC leaves it out of line at this size).
@@ -107,8 +111,10 @@ struct WideBlockEngine {
       for (int r = 0; r < R; ++r) {
         const __m512i s = sums[r][t];
         // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
-        const __m256i blocks[1] = {_mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0),
-                                                    _mm512_maskz_extracti32x8_epi32(0xff, s, 1))};
+        __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
+        if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
+        const __m256i blocks[1] = {
+            _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0), high)};
         acc[r][t] = F::finish(g[r], blocks, dx, xs, acc[r][t]);
       }
     }
