@@ -38,10 +38,11 @@ void set_panel_kernels(WeightKernels& k) {
 }  // namespace
 
 void set_block_kernels(Kernels& k) {
-  set_panel_kernels<WidePairTiles<WideQ4_1<avx2::FormatQ4_1<Dp>>>, avx2::PanelQ4_1>(k.q4_1);
-  set_panel_kernels<WidePairTiles<WideQ5<avx2::FormatQ5_0<Dp>>>, avx2::PanelQ5_0>(k.q5_0);
-  set_panel_kernels<WidePairTiles<WideQ5<avx2::FormatQ5_1<Dp>>>, avx2::PanelQ5_1>(k.q5_1);
-  set_panel_kernels<WidePairTiles<WideIQ4_NL<avx2::FormatIQ4_NL<Dp>>>, avx2::PanelIQ4_NL>(k.iq4_nl);
+  set_panel_kernels<WideBlockTiles<WideQ4_1<avx2::FormatQ4_1<Dp>>>, avx2::PanelQ4_1>(k.q4_1);
+  set_panel_kernels<WideBlockTiles<WideQ5<avx2::FormatQ5_0<Dp>>>, avx2::PanelQ5_0>(k.q5_0);
+  set_panel_kernels<WideBlockTiles<WideQ5<avx2::FormatQ5_1<Dp>>>, avx2::PanelQ5_1>(k.q5_1);
+  set_panel_kernels<WideBlockTiles<WideIQ4_NL<avx2::FormatIQ4_NL<Dp>>>, avx2::PanelIQ4_NL>(
+      k.iq4_nl);
   set_panel_kernels<Tiles<avx2::FormatQ2_K<Dp>>, avx2::PanelQ2_K>(k.q2_k);
   set_panel_kernels<WideBlockTiles<WideQ3_K>, avx2::PanelQ3_K>(k.q3_k);
   set_panel_kernels<WideBlockTiles<WideQ4_K>, avx2::PanelQ4_K>(k.q4_k);

@@ -17,7 +17,7 @@ namespace hearth::cpu::avx512 {
 void set_quant_kernels(Kernels& k) {
   avx2::set_panel_kernels<avx2::QuantTiles<avx2::VnniQ8_0<DpEvex>>, avx2::PanelQ8_0, ZmmPanels>(
       k.q8_0);
-  avx2::set_panel_kernels<WidePairTiles<WideQ4_0>, avx2::PanelQ4_0, ZmmPanels>(k.q4_0);
+  avx2::set_panel_kernels<WideBlockTiles<WideQ4_0>, avx2::PanelQ4_0, ZmmPanels>(k.q4_0);
 }
 
 }  // namespace hearth::cpu::avx512

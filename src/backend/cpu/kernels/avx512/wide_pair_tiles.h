@@ -25,7 +25,6 @@
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_formats_32.h"
-#include "backend/cpu/kernels/avx2/quant_tiles.h"
 #include "backend/cpu/kernels/avx512/wide_block_tiles.h"
 
 namespace hearth::cpu::avx512 {
@@ -144,9 +143,6 @@ struct PairQuads {
     return plain_quad_sums({F::codes(g, 2 * q), F::codes(g, 2 * q + 1)}, a);
   }
 };
-template <typename F>
-using WidePairTiles = WideBlockTiles<F>;
-
 // Q4_0: nibbles u = q + 8 against the activations, 8 times each block's activation sum taken off
 // after the tree, then isum * (d * dx) as avx2::QuantEngine finishes.
 struct WideQ4_0 : PairQuads<WideQ4_0> {
