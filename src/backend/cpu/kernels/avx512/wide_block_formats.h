@@ -92,15 +92,16 @@ struct WideFormatIQ4_XS : Base {
 // Q6_K and Q3_K: codes u standing for u - C, an int8 scale per 16 weights and one f16 d (Base:
 // the 256-bit OffsetFormat, whose scale_bytes and finish are kept). Codes::quad(b, q) gives the
 // unsigned codes of pairs 2q and 2q + 1 in the activation pairs' order (128-bit quarters: block
-// 2p's first 16 codes, block 2p + 1's, then their last 16). A pair meets the activations as in
-// the 256-bit format: maddubs, minus C times the activations' pair sums, each int16 pair times
-// its 16-weight scale.
-template <typename Base, int C, typename Codes>
-struct WideOffset16Format : Base {
+// 2p's first 16 codes, block 2p + 1's, then their last 16), so each 128-bit lane of a pair's
+// product covers one scale's 16 weights. The two forms below differ in where the scales enter;
+// both reach the 256-bit format's integers.
+template <typename Base>
+struct WideScale16Group : Base {
   struct Group {
     const typename Base::Block* b;
     // The 16 scales as int32, 128-bit lane j holding those of pair p = 0..3 that meet that lane:
-    // sub-blocks 4p (lane 0: block 2p, first 16), 4p + 2, 4p + 1, 4p + 3.
+    // sub-blocks 4p (lane 0: block 2p, first 16), 4p + 2, 4p + 1, 4p + 3. This is also the order
+    // of the tree's 16 sums (WideBlockEngine::scale_sums).
     __m512i scales;
     __m256 d;
   };
@@ -113,7 +114,14 @@ struct WideOffset16Format : Base {
   static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
     return avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
   }
+};
 
+// Scales per pair, as the 256-bit format applies them: maddubs, minus C times the activations'
+// pair sums, each int16 pair times its 16-weight scale (Q6_K: with the scales after the tree
+// instead, it read faster from L2 but more slowly from DRAM, docs/benchmarks.md).
+template <typename Base, int C, typename Codes>
+struct WideOffset16Format : WideScale16Group<Base> {
+  using Group = typename WideScale16Group<Base>::Group;
   struct WideAct {
     PlainQuadAct x;
     __m512i off_first, off_second;  // C . x as int16 pair sums
@@ -138,6 +146,32 @@ struct WideOffset16Format : Base {
     const QuadCodes c = Codes::quad(*g.b, q);
     return pair_add(pair_sums(g, 2 * q, c.first, a.x.first, a.off_first),
                     pair_sums(g, 2 * q + 1, c.second, a.x.second, a.off_second));
+  }
+};
+
+// Scales after the tree: each vpdpbusd starts from -C times the activations' sums of 4 (made
+// once per token), so the tree's 16 sums are the scales' sums of (u - C) . x, and one vpmulld
+// per group and token multiplies each by its scale.
+template <typename Base, int C, typename Codes>
+struct WideOffset16TreeScaled : WideScale16Group<Base> {
+  using Group = typename WideScale16Group<Base>::Group;
+  static __m512i scale_sums(const Group& g, __m512i s) { return _mm512_mullo_epi32(s, g.scales); }
+
+  struct WideAct {
+    PlainQuadAct x;
+    __m512i start_first, start_second;  // -C . x, 4 activations to an int32 lane
+  };
+  static WideAct wide_act(const uint8_t* x) {
+    const PlainQuadAct a = PlainQuadAct::load(x);
+    const __m512i c = _mm512_set1_epi8(C), zero = _mm512_setzero_si512();
+    return {a, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c, a.first)),
+            _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c, a.second))};
+  }
+
+  static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
+    const QuadCodes c = Codes::quad(*g.b, q);
+    return pair_add(_mm512_dpbusd_epi32(a.start_first, c.first, a.x.first),
+                    _mm512_dpbusd_epi32(a.start_second, c.second, a.x.second));
   }
 };
 
@@ -189,6 +223,6 @@ struct WideCodesQ3_K {
 template <typename Base>
 using WideFormatQ6_K = WideOffset16Format<Base, 32, WideCodesQ6_K>;
 template <typename Base>
-using WideFormatQ3_K = WideOffset16Format<Base, 4, WideCodesQ3_K>;
+using WideFormatQ3_K = WideOffset16TreeScaled<Base, 4, WideCodesQ3_K>;
 
 }  // namespace hearth::cpu::avx512

@@ -74,7 +74,10 @@ inline __m512i plain_quad_sums(const QuadCodes& c, const PlainQuadAct& a) {
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
 //            in the lanes described above);
 //   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
-//            high nibble, an exact factor) and are shifted back before the halves are added.
+//            high nibble, an exact factor) and are shifted back before the halves are added;
+//   scale_sums(g, s), optionally: the tree's 16 sums (one per 16 weights: 128-bit lane j holds
+//            pair i's lane j in element i) times their integer scales, before the halves are
+//            added.
 template <typename F>
 struct WideBlockEngine {
   using Block = typename F::Block;
@@ -109,7 +112,8 @@ struct WideBlockEngine {
       const __m256i xs =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
       for (int r = 0; r < R; ++r) {
-        const __m512i s = sums[r][t];
+        __m512i s = sums[r][t];
+        if constexpr (requires { F::scale_sums(g[r], s); }) s = F::scale_sums(g[r], s);
         // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
         __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
         if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
