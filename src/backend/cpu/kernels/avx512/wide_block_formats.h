@@ -200,23 +200,78 @@ struct WideCodesQ6_K {
 // 2 (pair 2q: j = 0, 1; pair 2q + 1: j = 2, 3). Both 32-byte runs enter as quarters 0, 0, 1, 1,
 // each 128-bit lane shifted by its block's count; 16-bit shifts of at most 6 (right) or 2 (left)
 // leave the bits kept inside their byte.
+// The 2-bit codes of Q2_K and Q3_K: sub-block 4q + j takes bits 2j of qs[32q + l] (pair 2q: j =
+// 0, 1; pair 2q + 1: j = 2, 3). The 32-byte run enters as quarters 0, 0, 1, 1, each 128-bit lane
+// shifted by its block's count; 16-bit shifts of at most 6 leave the bits kept inside their byte.
+inline QuadCodes crumb_quad(const uint8_t* qs, int q) {
+  const __m512i crumbs = quarters_0011(qs + 32 * q);
+  const __m512i three = _mm512_set1_epi8(3);
+  return {_mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(0, 2)), three),
+          _mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(4, 6)), three)};
+}
+
+// Q3_K's codes: the crumbs, and bit 4q + j of hmask[l] as bit 2 (hmask entering as quarters 0, 0,
+// 1, 1, shifted left by at most 2 or right by at most 5).
 struct WideCodesQ3_K {
   static QuadCodes quad(const BlockQ3_K& b, int q) {
-    const __m512i crumbs = quarters_0011(b.qs + 32 * q);
+    const QuadCodes low = crumb_quad(b.qs, q);
     const __m512i hmask = quarters_0011(b.hmask);
-    const __m512i three = _mm512_set1_epi8(3);
     const __m512i bit2 = _mm512_set1_epi8(4);
     // Bit k = 4q + j of hmask to bit 2: left by 2 - k, or right by k - 2.
     const __m512i high_first = q == 0 ? _mm512_sllv_epi16(hmask, lane_counts(2, 1))
                                       : _mm512_srlv_epi16(hmask, lane_counts(2, 3));
     const __m512i high_second = q == 0 ? _mm512_srlv_epi16(hmask, lane_counts(0, 1))
                                        : _mm512_srlv_epi16(hmask, lane_counts(4, 5));
-    return {_mm512_ternarylogic_epi32(
-                _mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(0, 2)), three), high_first,
-                bit2, kOrMasked),
-            _mm512_ternarylogic_epi32(
-                _mm512_and_si512(_mm512_srlv_epi16(crumbs, lane_counts(4, 6)), three), high_second,
-                bit2, kOrMasked)};
+    return {_mm512_ternarylogic_epi32(low.first, high_first, bit2, kOrMasked),
+            _mm512_ternarylogic_epi32(low.second, high_second, bit2, kOrMasked)};
+  }
+};
+
+// Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min per 16 weights (Base: the 256-bit
+// FormatQ2_K, whose finish rounds as this one does). Two trees: isum from the codes, scaled after
+// the tree as WideOffset16TreeScaled does; msum from each 16 weights' min (as bytes, one per
+// 128-bit lane) times the activations, so its tree sums are the mins' sums already.
+template <typename Base>
+struct WideFormatQ2_K : Base {
+  struct Group {
+    const BlockQ2_K* b;
+    __m512i scales;  // int32, in the tree's order (see WideScale16Group)
+    __m512i mins;    // bytes: in each 128-bit lane j, byte p holds pair p's min of lane j
+    __m256 d, neg_dmin;
+  };
+  static Group group(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
+    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    const __m128i sm =
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)), order);
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    // Lane j's 4 mins (tree elements 4j..4j + 3) to the front of every lane.
+    const __m128i by_lane = _mm_and_si128(_mm_srli_epi16(sm, 4), low4);
+    const __m512i mins =
+        _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(0xffff, by_lane),
+                            _mm512_set_epi32(0, 0, 0, 0x0f0e0d0c, 0, 0, 0, 0x0b0a0908, 0, 0, 0,
+                                             0x07060504, 0, 0, 0, 0x03020100));
+    return {b, _mm512_cvtepu8_epi32(_mm_and_si128(sm, low4)), mins, avx2::broadcast_f16(b->d),
+            _mm256_set1_ps(-avx2::half_to_float(b->dmin))};
+  }
+  static __m512i scale_sums(const Group& g, __m512i s) { return _mm512_mullo_epi32(s, g.scales); }
+  static __m256 finish(const Group& g, const __m256i (&s)[2], __m256 dx, __m256i, __m256 acc) {
+    acc = avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+    return avx2::fma_term(_mm256_cvtepi32_ps(s[1]), g.neg_dmin, dx, acc);
+  }
+
+  using WideAct = PlainQuadAct;
+  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
+  // Pair p's mins as bytes, each 128-bit lane's min in all of its 16 bytes.
+  static __m512i pair_mins(const Group& g, int p) {
+    return _mm512_shuffle_epi8(g.mins, _mm512_set1_epi8(static_cast<char>(p)));
+  }
+  static QuadSums<2> quad_sums(const Group& g, int q, const WideAct& a) {
+    const QuadCodes c = crumb_quad(g.b->qs, q);
+    const __m512i zero = _mm512_setzero_si512();
+    return {{plain_quad_sums(c, a),
+             pair_add(_mm512_dpbusd_epi32(zero, pair_mins(g, 2 * q), a.first),
+                      _mm512_dpbusd_epi32(zero, pair_mins(g, 2 * q + 1), a.second))}};
   }
 };
 

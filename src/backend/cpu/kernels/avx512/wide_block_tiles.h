@@ -67,22 +67,39 @@ inline __m512i plain_quad_sums(const QuadCodes& c, const PlainQuadAct& a) {
                   _mm512_dpbusd_epi32(zero, c.second, a.second));
 }
 
-// The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products (one tree: formats
-// whose minimum term needs no second sum). Besides F's group() and finish(), a wide format gives
+// The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products, over F::kTrees
+// trees (two where the minimum term needs sums of its own, Q2_K's). Besides F's group() and
+// finish(), a wide format gives
 //   WideAct: what it needs of one token's 128 activation bytes of pairs 2q and 2q + 1, made by
 //            wide_act(x) once per token and shared by the tile's rows;
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
-//            in the lanes described above);
+//            in the lanes described above), a QuadSums<kTrees> for two trees;
 //   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
 //            high nibble, an exact factor) and are shifted back before the halves are added;
-//   scale_sums(g, s), optionally: the tree's 16 sums (one per 16 weights: 128-bit lane j holds
-//            pair i's lane j in element i) times their integer scales, before the halves are
-//            added.
+//   scale_sums(g, s), optionally: the first tree's 16 sums (one per 16 weights: 128-bit lane j
+//            holds pair i's lane j in element i) times their integer scales, before the halves
+//            are added.
+// A quad's int32 sums per tree: isum's, and msum's for formats with a second tree (Q2_K).
+template <int N>
+struct QuadSums {
+  __m512i v[N];
+};
+
 template <typename F>
 struct WideBlockEngine {
   using Block = typename F::Block;
   static constexpr int kGroupBlocks = F::kGroupBlocks;
-  static_assert(F::kTrees == 1, "formats with one tree only");
+  static constexpr int N = F::kTrees;
+
+  // F::quad_sums as QuadSums<N>: one-tree formats return the one vector.
+  template <typename A>
+  static QuadSums<N> quad(const typename F::Group& g, int q, const A& a) {
+    if constexpr (N == 1) {
+      return {{F::quad_sums(g, q, a)}};
+    } else {
+      return F::quad_sums(g, q, a);
+    }
+  }
 
   // Inlined into the tile loop: as a call, each group would pass the accumulators through
   // memory (and GCC leaves it out of line at this size).
@@ -93,17 +110,19 @@ struct WideBlockEngine {
     typename F::Group g[R];
     for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
     // The sums of pairs 0 and 1, then pair_add'ed with those of pairs 2 and 3 as they come: one
-    // vector per row and token stays live, so the tiles of several tokens keep everything in
-    // the 32 registers.
-    __m512i sums[R][T];
+    // vector per row, token and tree stays live, so the tiles of several tokens keep everything
+    // in the 32 registers.
+    __m512i sums[R][T][N];
 #pragma GCC unroll 2
     for (int q = 0; q < 2; ++q) {
       typename F::WideAct a[T];
       for (int t = 0; t < T; ++t) a[t] = F::wide_act(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
-          const __m512i quad = F::quad_sums(g[r], q, a[t]);
-          sums[r][t] = q == 0 ? quad : pair_add(sums[r][t], quad);
+          const QuadSums<N> v = quad(g[r], q, a[t]);
+          for (int i = 0; i < N; ++i) {
+            sums[r][t][i] = q == 0 ? v.v[i] : pair_add(sums[r][t][i], v.v[i]);
+          }
         }
       }
     }
@@ -112,13 +131,17 @@ struct WideBlockEngine {
       const __m256i xs =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
       for (int r = 0; r < R; ++r) {
-        __m512i s = sums[r][t];
-        if constexpr (requires { F::scale_sums(g[r], s); }) s = F::scale_sums(g[r], s);
-        // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
-        __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
-        if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
-        const __m256i blocks[1] = {
-            _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0), high)};
+        __m256i blocks[N];
+        for (int i = 0; i < N; ++i) {
+          __m512i s = sums[r][t][i];
+          if constexpr (requires { F::scale_sums(g[r], s); }) {
+            if (i == 0) s = F::scale_sums(g[r], s);
+          }
+          // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
+          __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
+          if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
+          blocks[i] = _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0), high);
+        }
         acc[r][t] = F::finish(g[r], blocks, dx, xs, acc[r][t]);
       }
     }
