@@ -14,9 +14,7 @@ namespace hearth::cpu::avx512 {
 // Q4_K: the nibbles of two pairs from one 64-byte load (nibble_quad), against plain activations.
 template <typename Base>
 struct WideFormatQ4_K : Base {
-  using WideAct = PlainQuadAct;
-  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
-  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+  static __m512i quad_sums(const typename Base::Group& g, int q, const PlainQuadAct& a) {
     return plain_quad_sums(nibble_quad(g.b->qs + 64 * q), a);
   }
 };
@@ -44,9 +42,7 @@ inline constexpr int kOrMasked = 0xf8;
 // most 4, whose spill into the neighbouring byte never reaches its bit 4.
 template <typename Base>
 struct WideFormatQ5_K : Base {
-  using WideAct = PlainQuadAct;
-  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
-  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+  static __m512i quad_sums(const typename Base::Group& g, int q, const PlainQuadAct& a) {
     QuadCodes c = nibble_quad(g.b->qs + 64 * q);
     const __m512i qh = quarters_0011(g.b->qh);
     const __m512i bit4 = _mm512_set1_epi8(0x10);
@@ -67,14 +63,10 @@ struct WideFormatQ5_K : Base {
 // before the 256-bit format's finish.
 template <typename Base>
 struct WideFormatIQ4_XS : Base {
-  using WideAct = PlainQuadAct;
-  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
-  static __m512i quad_sums(const typename Base::Group& g, int q, const WideAct& a) {
+  static __m512i quad_sums(const typename Base::Group& g, int q, const PlainQuadAct& a) {
     const __m512i v = _mm512_loadu_si512(g.b->qs + 64 * q);
     const __m512i nibble = _mm512_set1_epi8(0x0f);
-    const __m512i book = _mm512_maskz_broadcast_i32x4(
-        0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
-                              _mm_set1_epi8(-128)));
+    const __m512i book = iq4_offset_book();
     const __m512i low = _mm512_shuffle_epi8(book, _mm512_and_si512(v, nibble));
     const __m512i high =
         _mm512_shuffle_epi8(book, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
@@ -84,8 +76,7 @@ struct WideFormatIQ4_XS : Base {
   }
   static __m256 finish(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs,
                        __m256 acc) {
-    const __m256i isum[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, 7))};
-    return Base::finish(g, isum, dx, xs, acc);
+    return finish_less_offset<Base, 7>(g, s, dx, xs, acc);
   }
 };
 
@@ -99,17 +90,12 @@ template <typename Base>
 struct WideScale16Group : Base {
   struct Group {
     const typename Base::Block* b;
-    // The 16 scales as int32, 128-bit lane j holding those of pair p = 0..3 that meet that lane:
-    // sub-blocks 4p (lane 0: block 2p, first 16), 4p + 2, 4p + 1, 4p + 3. This is also the order
-    // of the tree's 16 sums (WideBlockEngine::scale_sums).
-    __m512i scales;
+    __m512i scales;  // the 16 scales as int32 in the tree's order (tree_order)
     __m256 d;
   };
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const typename Base::Block*>(w);
-    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
-    return {b, _mm512_cvtepi8_epi32(_mm_shuffle_epi8(Base::scale_bytes(*b), order)),
-            avx2::broadcast_f16(b->d)};
+    return {b, _mm512_cvtepi8_epi32(tree_order(Base::scale_bytes(*b))), avx2::broadcast_f16(b->d)};
   }
   static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
     return avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
@@ -235,15 +221,13 @@ template <typename Base>
 struct WideFormatQ2_K : Base {
   struct Group {
     const BlockQ2_K* b;
-    __m512i scales;  // int32, in the tree's order (see WideScale16Group)
+    __m512i scales;  // int32, in the tree's order (tree_order)
     __m512i mins;    // bytes: in each 128-bit lane j, byte p holds pair p's min of lane j
     __m256 d, neg_dmin;
   };
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
-    const __m128i order = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
-    const __m128i sm =
-        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)), order);
+    const __m128i sm = tree_order(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
     const __m128i low4 = _mm_set1_epi8(0x0f);
     // Lane j's 4 mins (tree elements 4j..4j + 3) to the front of every lane.
     const __m128i by_lane = _mm_and_si128(_mm_srli_epi16(sm, 4), low4);
@@ -260,13 +244,11 @@ struct WideFormatQ2_K : Base {
     return avx2::fma_term(_mm256_cvtepi32_ps(s[1]), g.neg_dmin, dx, acc);
   }
 
-  using WideAct = PlainQuadAct;
-  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
   // Pair p's mins as bytes, each 128-bit lane's min in all of its 16 bytes.
   static __m512i pair_mins(const Group& g, int p) {
     return _mm512_shuffle_epi8(g.mins, _mm512_set1_epi8(static_cast<char>(p)));
   }
-  static QuadSums<2> quad_sums(const Group& g, int q, const WideAct& a) {
+  static QuadSums<2> quad_sums(const Group& g, int q, const PlainQuadAct& a) {
     const QuadCodes c = crumb_quad(g.b->qs, q);
     const __m512i zero = _mm512_setzero_si512();
     return {{plain_quad_sums(c, a),

@@ -67,11 +67,50 @@ inline __m512i plain_quad_sums(const QuadCodes& c, const PlainQuadAct& a) {
                   _mm512_dpbusd_epi32(zero, c.second, a.second));
 }
 
+// 16 bytes, one per 16 weights of a super-block in sub-block order, in the order of a tree's 16
+// sums (128-bit lane j, element i: pair i's lane j), which holds sub-blocks 4i, 4i + 2, 4i + 1,
+// 4i + 3 in lanes 0 to 3.
+inline __m128i tree_order(__m128i per16) {
+  return _mm_shuffle_epi8(per16,
+                          _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15));
+}
+
+// The IQ4 code book offset by 128 (unsigned, for vpdpbusd) in every 128-bit lane.
+inline __m512i iq4_offset_book() {
+  return _mm512_maskz_broadcast_i32x4(
+      0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
+                            _mm_set1_epi8(-128)));
+}
+
+// Base::finish after 2^Shift times each block's activation sum comes off the integer sums: the
+// offset of codes stored as u = q + 2^Shift (IQ4's offset code book).
+template <typename Base, int Shift>
+__m256 finish_less_offset(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx,
+                          __m256i xs, __m256 acc) {
+  const __m256i isum[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, Shift))};
+  return Base::finish(g, isum, dx, xs, acc);
+}
+
+// What a format's activations are in the engine: F::WideAct, made by F::wide_act, where F has
+// them; plain loads (PlainQuadAct) otherwise.
+template <typename F>
+struct WideActOf {
+  using type = PlainQuadAct;
+  static type make(const uint8_t* x) { return PlainQuadAct::load(x); }
+};
+template <typename F>
+requires requires { typename F::WideAct; }
+struct WideActOf<F> {
+  using type = typename F::WideAct;
+  static type make(const uint8_t* x) { return F::wide_act(x); }
+};
+
 // The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products, over F::kTrees
 // trees (two where the minimum term needs sums of its own, Q2_K's). Besides F's group() and
 // finish(), a wide format gives
-//   WideAct: what it needs of one token's 128 activation bytes of pairs 2q and 2q + 1, made by
-//            wide_act(x) once per token and shared by the tile's rows;
+//   WideAct, optionally: what it needs of one token's 128 activation bytes of pairs 2q and
+//            2q + 1 beyond plain loads (PlainQuadAct), made by wide_act(x) once per token and
+//            shared by the tile's rows;
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
 //            in the lanes described above), a QuadSums<kTrees> for two trees;
 //   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
@@ -115,8 +154,8 @@ struct WideBlockEngine {
     __m512i sums[R][T][N];
 #pragma GCC unroll 2
     for (int q = 0; q < 2; ++q) {
-      typename F::WideAct a[T];
-      for (int t = 0; t < T; ++t) a[t] = F::wide_act(x[t] + 128 * q);
+      typename WideActOf<F>::type a[T];
+      for (int t = 0; t < T; ++t) a[t] = WideActOf<F>::make(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
           const QuadSums<N> v = quad(g[r], q, a[t]);

@@ -76,12 +76,13 @@ struct PairGather {
     const int rel = at - start(p + 1);
     return {false, rel >= 0 && rel + 2 <= 64, base + rel / 2};
   }
-  // Lanes 4h..4h + 3 (blocks in lane order 0, 2, 4, 6, 1, 3, 5, 7) of one permute's index.
+  // The block in lane `lane` of act_layout.h's order (blocks 0, 2, 4, 6, 1, 3, 5, 7).
+  static constexpr int lane_block(int lane) { return lane < 4 ? 2 * lane : 2 * (lane - 4) + 1; }
+  // Lanes 4h..4h + 3 of one permute's index.
   static constexpr int64_t field_index(size_t offset, bool first, int h) {
     int64_t v = 0;
     for (int i = 0; i < 4; ++i) {
-      const int lane = 4 * h + i, k = lane < 4 ? 2 * lane : 2 * (lane - 4) + 1;
-      const Spot s = spot(k, offset);
+      const Spot s = spot(lane_block(4 * h + i), offset);
       if (s.first == first) v |= int64_t{s.word} << (16 * i);
     }
     return v;
@@ -95,7 +96,7 @@ struct PairGather {
   static constexpr __mmask32 second_lanes(size_t offset) {
     __mmask32 m = 0;
     for (int lane = 0; lane < 8; ++lane) {
-      if (!spot(lane < 4 ? 2 * lane : 2 * (lane - 4) + 1, offset).first) m |= 1u << lane;
+      if (!spot(lane_block(lane), offset).first) m |= 1u << lane;
     }
     return m;
   }
@@ -132,14 +133,12 @@ inline __m512i nibbles_shifted(__m512i v) {
   return _mm512_and_si512(_mm512_srlv_epi16(v, counts), _mm512_set1_epi8(0x0f));
 }
 
-// The wide steps of WideBlockEngine for a format F with codes(g, p) (pair p's unsigned codes as
-// described above): plain activations, one vpdpbusd per pair.
+// The wide step of WideBlockEngine for a format F with codes(g, p) (pair p's unsigned codes as
+// described above): one vpdpbusd per pair against plain activations.
 template <typename F>
 struct PairQuads {
-  using WideAct = PlainQuadAct;
-  static WideAct wide_act(const uint8_t* x) { return PlainQuadAct::load(x); }
   template <typename Group>
-  static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
+  static __m512i quad_sums(const Group& g, int q, const PlainQuadAct& a) {
     return plain_quad_sums({F::codes(g, 2 * q), F::codes(g, 2 * q + 1)}, a);
   }
 };
@@ -194,19 +193,14 @@ struct WideQ4_1 : Base, PairQuads<WideQ4_1<Base>> {
 // block's activation sum taken off before the 256-bit format's finish.
 template <typename Base>
 struct WideIQ4_NL : Base, PairQuads<WideIQ4_NL<Base>> {
-  static constexpr int kHighShift = 0;
   static typename Base::Group group(const uint8_t* w) { return wide_group<Base>(w); }
   static __m512i codes(const typename Base::Group& g, int p) {
-    const __m512i book = _mm512_maskz_broadcast_i32x4(
-        0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
-                              _mm_set1_epi8(-128)));
-    return _mm512_shuffle_epi8(book,
+    return _mm512_shuffle_epi8(iq4_offset_book(),
                                nibbles_shifted(PairGather<typename Base::Block>::codes(g.b, p)));
   }
   static __m256 finish(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs,
                        __m256 acc) {
-    const __m256i isum[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, 7))};
-    return Base::finish(g, isum, dx, xs, acc);
+    return finish_less_offset<Base, 7>(g, s, dx, xs, acc);
   }
 };
 
@@ -219,7 +213,6 @@ template <typename Base>
 struct WideQ5 : Base, PairQuads<WideQ5<Base>> {
   using B = typename Base::Block;
   using G = PairGather<B>;
-  static constexpr int kHighShift = 0;
   static typename Base::Group group(const uint8_t* w) { return wide_group<Base>(w); }
   static __m512i codes(const typename Base::Group& g, int p) {
     const __m512i v = G::load(g.b, p);
