@@ -59,6 +59,9 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_flag("--no-reorder", no_reorder,
                "keep FFN neurons in the file's order (default: most active first where the file "
                "has calibrated frequencies; same output, faster sparse decoding)");
+  app.add_flag("--float-predictors", float_predictors,
+               "keep float predictors as the file stores them (default: held in Q8_0, about half "
+               "the bytes a predictor-mode decode step reads)");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
                                ? "FFN sparsity: dense, oracle, predictor, threshold or auto "

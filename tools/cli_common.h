@@ -29,7 +29,7 @@ struct WeightFlags {
 };
 
 // -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --no-reorder,
-// --sparse MODE, --sparse-threshold F, --dense-prompt, --sparse-prompt
+// --float-predictors, --sparse MODE, --sparse-threshold F, --dense-prompt, --sparse-prompt
 struct SessionFlags {
   int32_t n_threads = 0;
   int32_t n_ctx = 0;
@@ -37,6 +37,7 @@ struct SessionFlags {
   std::string kv_type = "f16";
   WeightFlags weights;
   bool no_reorder = false;  // keep FFN neurons in the file's order (LoadOptions::reorder_neurons)
+  bool float_predictors = false;  // keep the file's float predictors (LoadOptions::q8_predictors)
   // --sparse MODE (dense, oracle, predictor, threshold, auto), checked with parse_sparse_mode while the
   // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get
   // more than one.

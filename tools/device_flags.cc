@@ -31,6 +31,7 @@ LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) con
   LoadOptions o;
   o.weights = sf.weights.load();
   o.reorder_neurons = !sf.no_reorder;
+  o.q8_predictors = !sf.float_predictors;
   DeviceOptions& d = o.device;
   d.device = device;
   d.vram_budget_gib = vram_budget;

@@ -56,6 +56,11 @@ struct LoadOptions {
   // file read into memory, which permutes its private copy). Off by default for tools that read
   // the weights by file position (calibrate, quantize); the CLI's inference commands turn it on.
   bool reorder_neurons = false;
+  // Hold float predictors (fc1, fc2) in Q8_0 where their rows are whole blocks: predictor-mode
+  // decode reads about half the predictor bytes, and selects the same neurons but where a score
+  // lies within Q8_0's rounding of the threshold. Off by default, as reorder_neurons, for tools
+  // that read the weights by file position; the CLI's inference commands turn it on.
+  bool q8_predictors = false;
   DeviceOptions device;
 };
 

@@ -5,6 +5,7 @@
 #include "model/model_impl.h"
 #include "model/model_internals.h"
 #include "model/neuron_order.h"
+#include "model/predictor_q8.h"
 
 namespace hearth {
 
@@ -32,6 +33,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
          " tokens but token_embd.weight has ", impl->config.n_vocab, " rows");
   }
   if (options.reorder_neurons) reorder_neurons(*impl);
+  if (options.q8_predictors) hold_predictors_q8(*impl);
   place_on_device(*impl, options.device);
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }

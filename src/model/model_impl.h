@@ -26,6 +26,7 @@ struct Model::Impl {
   // file's order (ffn_down always does). [n_layer][n_ff], or empty when not reordered at all.
   std::vector<std::vector<int32_t>> neuron_order;
   std::vector<HugeBuffer> reordered;  // those matrices of a mapped file, copied in the new order
+  std::vector<HugeBuffer> converted;  // a mapped file's predictors in Q8_0 (predictor_q8.h)
 
   // What --sparse auto means for this model: Predictor when it has predictors, else Threshold
   // when it has calibrated thresholds, else Dense. The session and the placement both ask here.
