@@ -143,12 +143,14 @@ std::optional<DType> joint_qkv_type(const LayerWeights& l) {
 
 double axpy_crossover(DType t) {
   switch (t) {
-    case DType::Q4_0:
-      return 0.35;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return 0.65;
     case DType::Q8_0:
       return 0.4;
     default:
-      return 0.65;
+      return 0.35;
   }
 }
 

@@ -36,8 +36,8 @@ DType neuron_major_type(DType t, int64_t n_embd);
 
 // The share of a copy's rows (of type t) above which one token's axpy over them is slower than
 // the dense product over the file's matrix (bench/sparse_bench.cc against matvec): the axpy pays
-// for converting weights or coefficients per row, which float weights hide behind DRAM but Q8_0
-// (float axpy) and Q4_0 (8-bit integer sums, one token) do not.
+// for converting weights or coefficients per row, and for rows read scattered, short ones (the
+// quantized types') further below the dense rate than long ones (bm_scattered_read).
 double axpy_crossover(DType t);
 
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
