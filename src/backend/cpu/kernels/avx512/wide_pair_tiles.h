@@ -78,45 +78,76 @@ struct PairGather {
   }
   // The block in lane `lane` of act_layout.h's order (blocks 0, 2, 4, 6, 1, 3, 5, 7).
   static constexpr int lane_block(int lane) { return lane < 4 ? 2 * lane : 2 * (lane - 4) + 1; }
-  // Lanes 4h..4h + 3 of one permute's index.
-  static constexpr int64_t field_index(size_t offset, bool first, int h) {
+  // Where word t (0..31) of a gathered table comes from: the f16 or 16-bit word at byte `offset`
+  // of block `block`, or nothing (block -1).
+  struct Source {
+    int block = -1;
+    size_t offset = 0;
+  };
+  // The index of one two-source permute for the table Map::source(t): the words its loads
+  // (`first`: those of pairs 0 and 2, else of pairs 1 and 3) hold.
+  template <typename Map>
+  static constexpr int64_t table_index(bool first, int quad) {
     int64_t v = 0;
     for (int i = 0; i < 4; ++i) {
-      const Spot s = spot(lane_block(4 * h + i), offset);
+      const Source src = Map::source(4 * quad + i);
+      if (src.block < 0) continue;
+      const Spot s = spot(src.block, src.offset);
       if (s.first == first) v |= int64_t{s.word} << (16 * i);
     }
     return v;
   }
-  static constexpr bool all_held(size_t offset) {
-    for (int k = 0; k < 8; ++k) {
-      if (!spot(k, offset).held) return false;
+  template <typename Map>
+  static constexpr bool table_held() {
+    for (int t = 0; t < 32; ++t) {
+      const Source src = Map::source(t);
+      if (src.block >= 0 && !spot(src.block, src.offset).held) return false;
     }
     return true;
   }
-  static constexpr __mmask32 second_lanes(size_t offset) {
+  template <typename Map>
+  static constexpr __mmask32 table_second() {
     __mmask32 m = 0;
-    for (int lane = 0; lane < 8; ++lane) {
-      if (!spot(lane_block(lane), offset).first) m |= 1u << lane;
+    for (int t = 0; t < 32; ++t) {
+      const Source src = Map::source(t);
+      if (src.block >= 0 && !spot(src.block, src.offset).first) m |= 1u << t;
     }
     return m;
   }
-  // The f16 field at byte `offset` of each of the 8 blocks as floats in lane order: a
-  // two-source word permute of the loads of pairs 0 and 2, and where blocks are too long for
-  // those to hold all 8, a second one of the loads of pairs 1 and 3 for the rest.
+  template <typename Map, bool kFirst>
+  static __m512i table_indices() {
+    return _mm512_set_epi64(table_index<Map>(kFirst, 7), table_index<Map>(kFirst, 6),
+                            table_index<Map>(kFirst, 5), table_index<Map>(kFirst, 4),
+                            table_index<Map>(kFirst, 3), table_index<Map>(kFirst, 2),
+                            table_index<Map>(kFirst, 1), table_index<Map>(kFirst, 0));
+  }
+  // The table Map::source(t) as 32 words: a two-source word permute of the loads of pairs 0 and
+  // 2, and where blocks are too long for those to hold every word, a second one of the loads of
+  // pairs 1 and 3 for the rest. Words without a source are unspecified.
+  template <typename Map>
+  static __m512i table(const B* group) {
+    static_assert(start(1) == 2 * kBlock && start(2) == 4 * kBlock, "pairs 1 and 2 unclamped");
+    static_assert(table_held<Map>());
+    __m512i h =
+        _mm512_permutex2var_epi16(load(group, 0), table_indices<Map, true>(), load(group, 2));
+    if constexpr (table_second<Map>() != 0) {
+      h = _mm512_mask_mov_epi16(
+          h, table_second<Map>(),
+          _mm512_permutex2var_epi16(load(group, 1), table_indices<Map, false>(), load(group, 3)));
+    }
+    return h;
+  }
+  // The f16 field at byte `offset` of each of the 8 blocks, in lane order, as words 0-7.
+  template <size_t offset>
+  struct FieldMap {
+    static constexpr Source source(int t) {
+      return t < 8 ? Source{lane_block(t), offset} : Source{};
+    }
+  };
+  // That field as floats in lane order.
   template <size_t offset>
   static __m256 field(const B* group) {
-    static_assert(start(1) == 2 * kBlock && start(2) == 4 * kBlock, "pairs 1 and 2 unclamped");
-    static_assert(all_held(offset));
-    const __m512i first = _mm512_set_epi64(0, 0, 0, 0, 0, 0, field_index(offset, true, 1),
-                                           field_index(offset, true, 0));
-    __m512i h = _mm512_permutex2var_epi16(load(group, 0), first, load(group, 2));
-    if constexpr (second_lanes(offset) != 0) {
-      const __m512i second = _mm512_set_epi64(0, 0, 0, 0, 0, 0, field_index(offset, false, 1),
-                                              field_index(offset, false, 0));
-      h = _mm512_mask_mov_epi16(h, second_lanes(offset),
-                                _mm512_permutex2var_epi16(load(group, 1), second, load(group, 3)));
-    }
-    return _mm256_cvtph_ps(_mm512_castsi512_si128(h));
+    return _mm256_cvtph_ps(_mm512_castsi512_si128(table<FieldMap<offset>>(group)));
   }
 };
 
@@ -205,26 +236,59 @@ struct WideIQ4_NL : Base, PairQuads<WideIQ4_NL<Base>> {
 };
 
 // Q5_0 and Q5_1: the nibbles shifted down, and bit j of a block's qh (little-endian) as the
-// fifth bit (0x10) of weight j: qh's first word fills 128-bit lane 0 (block 2p) or 1 (block
-// 2p + 1), its second word lane 2 or 3; each lane's bytes 0-7 take the word's low byte and bytes
-// 8-15 its high byte, and byte j of the lane tests bit j % 8. Base (FormatQ5_0, FormatQ5_1)
-// gives the finish: Q5_0's takes 16 times the activation sums off, as its codes stand for q - 16.
+// fifth bit (0x10) of weight j. Per group one table (PairGather::table, the permutes that gather
+// the blocks' f16 factors) holds every block's qh words and factors: 128-bit lane L has, in words
+// 0-3, qh word L / 2 of blocks L % 2, L % 2 + 2, + 4, + 6; in words 4-7, lanes 0 and 1 hold the
+// blocks' d and lanes 2 and 3 their m (Q5_1), in act_layout.h's lane order across the two lanes.
+// A pair's 128-bit lane L (block 2p + L % 2; its first 16 weights for L < 2, its last 16 above)
+// then needs word p of the table's lane L, which one in-lane byte shuffle spreads (bytes 0-7 its
+// low byte, 8-15 its high byte) for a byte test of bit j % 8: the pair takes no cross-lane
+// permute for its fifth bits. Base (FormatQ5_0, FormatQ5_1) gives the finish: Q5_0's takes 16
+// times the activation sums off, as its codes stand for q - 16.
 template <typename Base>
 struct WideQ5 : Base, PairQuads<WideQ5<Base>> {
   using B = typename Base::Block;
   using G = PairGather<B>;
-  static typename Base::Group group(const uint8_t* w) { return wide_group<Base>(w); }
-  static __m512i codes(const typename Base::Group& g, int p) {
-    const __m512i v = G::load(g.b, p);
-    const __m512i nibbles = nibbles_shifted(_mm512_permutexvar_epi16(G::index(p), v));
-    const int64_t a = G::word(p, 0, offsetof(B, qh)), b = G::word(p, 1, offsetof(B, qh));
-    constexpr int64_t kEvery16 = 0x0001000100010001;
-    const __m512i pick = _mm512_set_epi64((b + 1) * kEvery16, (b + 1) * kEvery16,
-                                          (a + 1) * kEvery16, (a + 1) * kEvery16, b * kEvery16,
-                                          b * kEvery16, a * kEvery16, a * kEvery16);
-    const __m512i halves = _mm512_set_epi64(0x0101010101010101, 0, 0x0101010101010101, 0,
-                                            0x0101010101010101, 0, 0x0101010101010101, 0);
-    const __m512i spread = _mm512_shuffle_epi8(_mm512_permutexvar_epi16(pick, v), halves);
+  struct Group : Base::Group {
+    __m512i header;
+  };
+  struct HeaderMap {
+    static constexpr typename G::Source source(int t) {
+      const int lane = t / 8, word = t % 8;
+      if (word < 4)
+        return {2 * word + lane % 2, offsetof(B, qh) + 2 * static_cast<size_t>(lane / 2)};
+      if (lane < 2) return {2 * (word - 4) + lane, offsetof(B, d)};
+      if constexpr (requires { &B::m; }) return {2 * (word - 4) + lane - 2, offsetof(B, m)};
+      return {};
+    }
+  };
+  // Words 4-7 of lanes 2 half and 2 half + 1 (qwords 1 and 3 of that 256-bit half) as floats.
+  static __m256 factors(__m512i header, int half) {
+    const __m256i h =
+        half == 0 ? _mm512_castsi512_si256(header) : _mm512_extracti64x4_epi64(header, 1);
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(h, 0x0d)));
+  }
+  static Group group(const uint8_t* w) {
+    const auto* b = reinterpret_cast<const B*>(w);
+    const __m512i header = G::template table<HeaderMap>(b);
+    Group g;
+    g.b = b;
+    g.d = factors(header, 0);
+    if constexpr (requires { &B::m; }) {
+      g.m = factors(header, 1);
+    } else {
+      g.m = _mm256_setzero_ps();
+    }
+    g.header = header;
+    return g;
+  }
+  static __m512i codes(const Group& g, int p) {
+    const __m512i nibbles = nibbles_shifted(G::codes(g.b, p));
+    // Bytes 0-7 of every lane from byte 2p (word p's low byte), 8-15 from byte 2p + 1.
+    constexpr int64_t kEvery8 = 0x0101010101010101;
+    const int64_t lo = kEvery8 * (2 * p), hi = kEvery8 * (2 * p + 1);
+    const __m512i spread =
+        _mm512_shuffle_epi8(g.header, _mm512_set_epi64(hi, lo, hi, lo, hi, lo, hi, lo));
     const __mmask64 fifth =
         _mm512_test_epi8_mask(spread, _mm512_set1_epi64(static_cast<int64_t>(0x8040201008040201)));
     return _mm512_mask_add_epi8(nibbles, fifth, nibbles, _mm512_set1_epi8(0x10));
