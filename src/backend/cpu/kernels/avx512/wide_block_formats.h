@@ -28,9 +28,10 @@ inline __m512i lane_counts(int64_t c0, int64_t c1) {
 
 // 32 bytes at p as 128-bit quarters 0, 0, 1, 1: each byte beside the two blocks of a pair.
 inline __m512i quarters_0011(const uint8_t* p) {
-  const __m512i v =
-      _mm512_maskz_broadcast_i64x4(0xff, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_maskz_shuffle_i64x2(0xff, v, v, _MM_SHUFFLE(1, 1, 0, 0));
+  const __m512i first =
+      _mm512_maskz_broadcast_i32x4(0x00ff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm512_mask_broadcast_i32x4(first, 0xff00,
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
 }
 
 // A | (B & C), as a vpternlog immediate.
