@@ -197,14 +197,24 @@ struct WideQ4_0 : PairQuads<WideQ4_0> {
   }
 };
 
-// A 256-bit format's group (its blocks, d and m as floats in lane order), gathered by permutes.
+// A 256-bit format's group (its blocks, d and m as floats in lane order), gathered by permutes:
+// with m, one table of both (d in words 0-7, m in words 8-15).
 template <typename Base>
 typename Base::Group wide_group(const uint8_t* w) {
   using B = typename Base::Block;
   using G = PairGather<B>;
   const auto* b = reinterpret_cast<const B*>(w);
   if constexpr (requires { &B::m; }) {
-    return {b, G::template field<offsetof(B, d)>(b), G::template field<offsetof(B, m)>(b)};
+    struct FactorMap {
+      static constexpr typename G::Source source(int t) {
+        if (t < 8) return {G::lane_block(t), offsetof(B, d)};
+        if (t < 16) return {G::lane_block(t - 8), offsetof(B, m)};
+        return {};
+      }
+    };
+    const __m512i h = G::template table<FactorMap>(b);
+    return {b, _mm256_cvtph_ps(_mm512_castsi512_si128(h)),
+            _mm256_cvtph_ps(_mm512_extracti32x4_epi32(h, 1))};
   } else {
     return {b, G::template field<offsetof(B, d)>(b), _mm256_setzero_ps()};
   }
