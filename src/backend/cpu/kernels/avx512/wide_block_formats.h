@@ -183,10 +183,6 @@ struct WideCodesQ6_K {
   }
 };
 
-// Q3_K's codes: sub-block 4q + j takes bits 2j of qs[32q + l] and bit 4q + j of hmask[l] as bit
-// 2 (pair 2q: j = 0, 1; pair 2q + 1: j = 2, 3). Both 32-byte runs enter as quarters 0, 0, 1, 1,
-// each 128-bit lane shifted by its block's count; 16-bit shifts of at most 6 (right) or 2 (left)
-// leave the bits kept inside their byte.
 // The 2-bit codes of Q2_K and Q3_K: sub-block 4q + j takes bits 2j of qs[32q + l] (pair 2q: j =
 // 0, 1; pair 2q + 1: j = 2, 3). The 32-byte run enters as quarters 0, 0, 1, 1, each 128-bit lane
 // shifted by its block's count; 16-bit shifts of at most 6 leave the bits kept inside their byte.

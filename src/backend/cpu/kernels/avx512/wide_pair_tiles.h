@@ -137,14 +137,17 @@ struct PairGather {
     }
     return h;
   }
-  // The f16 field at byte `offset` of each of the 8 blocks, in lane order, as words 0-7.
-  template <size_t offset>
+  // The f16 fields at byte offsets `offsets` of each of the 8 blocks, in lane order: field i in
+  // words 8i to 8i + 7.
+  template <size_t... offsets>
   struct FieldMap {
     static constexpr Source source(int t) {
-      return t < 8 ? Source{lane_block(t), offset} : Source{};
+      constexpr size_t at[] = {offsets...};
+      return t < 8 * static_cast<int>(sizeof...(offsets)) ? Source{lane_block(t % 8), at[t / 8]}
+                                                          : Source{};
     }
   };
-  // That field as floats in lane order.
+  // The field at byte `offset` as floats in lane order.
   template <size_t offset>
   static __m256 field(const B* group) {
     return _mm256_cvtph_ps(_mm512_castsi512_si128(table<FieldMap<offset>>(group)));
@@ -205,14 +208,8 @@ typename Base::Group wide_group(const uint8_t* w) {
   using G = PairGather<B>;
   const auto* b = reinterpret_cast<const B*>(w);
   if constexpr (requires { &B::m; }) {
-    struct FactorMap {
-      static constexpr typename G::Source source(int t) {
-        if (t < 8) return {G::lane_block(t), offsetof(B, d)};
-        if (t < 16) return {G::lane_block(t - 8), offsetof(B, m)};
-        return {};
-      }
-    };
-    const __m512i h = G::template table<FactorMap>(b);
+    const __m512i h =
+        G::template table<typename G::template FieldMap<offsetof(B, d), offsetof(B, m)>>(b);
     return {b, _mm256_cvtph_ps(_mm512_castsi512_si128(h)),
             _mm256_cvtph_ps(_mm512_extracti32x4_epi32(h, 1))};
   } else {
@@ -259,6 +256,7 @@ template <typename Base>
 struct WideQ5 : Base, PairQuads<WideQ5<Base>> {
   using B = typename Base::Block;
   using G = PairGather<B>;
+  static constexpr bool kHasMin = requires { &B::m; };
   struct Group : Base::Group {
     __m512i header;
   };
@@ -268,7 +266,7 @@ struct WideQ5 : Base, PairQuads<WideQ5<Base>> {
       if (word < 4)
         return {2 * word + lane % 2, offsetof(B, qh) + 2 * static_cast<size_t>(lane / 2)};
       if (lane < 2) return {2 * (word - 4) + lane, offsetof(B, d)};
-      if constexpr (requires { &B::m; }) return {2 * (word - 4) + lane - 2, offsetof(B, m)};
+      if constexpr (kHasMin) return {2 * (word - 4) + lane - 2, offsetof(B, m)};
       return {};
     }
   };
@@ -281,16 +279,8 @@ struct WideQ5 : Base, PairQuads<WideQ5<Base>> {
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const B*>(w);
     const __m512i header = G::template table<HeaderMap>(b);
-    Group g;
-    g.b = b;
-    g.d = factors(header, 0);
-    if constexpr (requires { &B::m; }) {
-      g.m = factors(header, 1);
-    } else {
-      g.m = _mm256_setzero_ps();
-    }
-    g.header = header;
-    return g;
+    const __m256 m = kHasMin ? factors(header, 1) : _mm256_setzero_ps();
+    return {{b, factors(header, 0), m}, header};
   }
   static __m512i codes(const Group& g, int p) {
     const __m512i nibbles = nibbles_shifted(G::codes(g.b, p));
