@@ -129,9 +129,10 @@ int cmd_calibrate(int argc, char** argv) {
                  "(--scope ffn)");
   app.add_option("--scope", scope,
                  "model: threshold the input of every projection (q/k/v, o, gate/up, down), "
-                 "shares found by a greedy search on held-out loss; ffn: the FFN alone, by "
-                 "|act(gate)| then |act(gate) * up|")
-      ->check(CLI::IsMember({"model", "ffn"}))->capture_default_str();
+                 "shares found by a greedy search on held-out divergence from the dense model; "
+                 "ffn: the FFN alone, by |act(gate)| then |act(gate) * up|")
+      ->check(CLI::IsMember({"model", "ffn"}))
+      ->capture_default_str();
   app.add_option("--gate-sparsity", o.gate_sparsity,
                  "--scope ffn: of --sparsity, the share skipped by |act(gate)| alone, whose up "
                  "rows are not read either (default: 0.4 * sparsity)");

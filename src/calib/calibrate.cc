@@ -264,8 +264,8 @@ void choose_input_thresholds(const std::shared_ptr<const Model>& model, const To
       model, split.train, std::span(split.heldout).first(n_search), io);
   r.thresholds = a.thresholds;
   say(o, cat("held-out perplexity ", std::exp(a.dense_nll), " dense, ", std::exp(a.sparse_nll),
-             " at ", o.sparsity, " input sparsity (", a.evaluations, " evaluations, ",
-             a.layer_groups, " layer groups)"));
+             " at ", o.sparsity, " input sparsity, KL from dense ", a.divergence, " (",
+             a.evaluations, " evaluations, ", a.layer_groups, " layer groups)"));
   sparse::ProfileOptions po = sparse::ProfileOptions{};
   for (const LayerThresholds& t : a.thresholds) po.down_thresholds.push_back(t.down);
   sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);

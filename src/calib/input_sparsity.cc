@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 
+#include "calib/heldout_divergence.h"
 #include "calib/windows.h"
 #include "core/error.h"
-#include "eval/perplexity.h"
 #include "hearth/session.h"
 #include "sparse/activation_profile.h"
 
@@ -50,56 +49,13 @@ class InputProfiler : public MatmulObserver {
   std::vector<sparse::MagnitudeHistogram> hist_;  // [n_layer, kInputKinds]
 };
 
-// The mean loss per token of held-out windows under given thresholds (all tokens sparsified, as
-// perplexity measures a mode), and what share of each layer's thresholded weights they skipped.
-class Evaluator {
- public:
-  Evaluator(std::shared_ptr<const Model> model, std::span<const int32_t> tokens,
-            const InputSparsityOptions& o)
-      : model_(std::move(model)), tokens_(tokens), o_(o) {}
-
-  double loss(const std::vector<LayerThresholds>* thresholds,
-              std::vector<double>* achieved = nullptr) {
-    ++evaluations_;
-    SessionOptions so;
-    so.n_threads = o_.n_threads;
-    so.sparse = thresholds ? SparseMode::Threshold : SparseMode::Dense;
-    so.sparse_prompt = true;
-    // The search weighs the thresholds themselves, on the file's matrices: a sparse prompt
-    // through input-major copies would cost it 2-3x the time for their rounding alone.
-    so.input_major_min_width = std::numeric_limits<int32_t>::max();
-    if (thresholds) so.thresholds = *thresholds;
-    const auto n_vocab = static_cast<size_t>(model_->config().n_vocab);
-    logits_.resize(static_cast<size_t>(o_.window + 1) * n_vocab);
-    double sum = 0;
-    int64_t count = 0;
-    const SparseStats stats = run_windows(
-        model_, tokens_, so, o_.window, nullptr, "held-out loss",
-        [&](Session& session, std::span<const int32_t> input) {
-          session.eval_all(input, logits_);
-          for (size_t t = 0; t + 1 < input.size(); ++t) {
-            sum -= eval::log_prob({logits_.data() + t * n_vocab, n_vocab}, input[t + 1]);
-            ++count;
-          }
-        });
-    if (achieved) {
-      achieved->clear();
-      for (int64_t l = 0; l < model_->config().n_layer; ++l) {
-        achieved->push_back(stats.input_sparsity(static_cast<int32_t>(l)));
-      }
-    }
-    return count ? sum / static_cast<double>(count) : 0.0;
-  }
-
-  int64_t evaluations() const { return evaluations_; }
-
- private:
-  std::shared_ptr<const Model> model_;
-  std::span<const int32_t> tokens_;
-  const InputSparsityOptions& o_;
-  std::vector<float> logits_;  // [window + 1, n_vocab]
-  int64_t evaluations_ = 0;
-};
+// The loss and per-layer sparsity of the thresholds found so far.
+void measure_result(HeldoutDivergence& eval, InputAllocation& a) {
+  HeldoutDivergence::Result r = eval.measure(a.thresholds);
+  a.sparse_nll = r.nll;
+  a.divergence = r.kl;
+  a.achieved = std::move(r.achieved);
+}
 
 void check_options(const InputSparsityOptions& o, int64_t n_layer) {
   if (!(o.sparsity > 0 && o.sparsity < 1)) {
@@ -118,38 +74,38 @@ void check_options(const InputSparsityOptions& o, int64_t n_layer) {
 // weighted share of skipped weights reaches the target.
 class GroupSearch {
  public:
-  GroupSearch(InputProfiler& profile, Evaluator& eval, const InputShape& shape,
+  GroupSearch(InputProfiler& profile, HeldoutDivergence& eval, const InputShape& shape,
               const InputSparsityOptions& o, InputAllocation& a)
       : profile_(profile), eval_(eval), shape_(shape), o_(o), a_(a) {}
 
-  double run(int64_t first, int64_t last, double loss) {
+  double run(int64_t first, int64_t last, double divergence) {
     std::array<double, kInputKinds> share{};
     double skipped = 0;  // weights per token, per layer of the group
     const double target = o_.sparsity * static_cast<double>(shape_.total_weights());
     while (skipped < target * (1 - 1e-9)) {
       int best = -1;
-      double best_cost = 0, best_loss = 0, best_step = 0;
+      double best_cost = 0, best_divergence = 0, best_step = 0;
       for (int k = 0; k < kInputKinds; ++k) {
         const auto w = static_cast<double>(shape_.weights(k));
         const double step = std::min({o_.step, o_.max_share - share[k], (target - skipped) / w});
         if (step <= 1e-12) continue;
         std::vector<LayerThresholds> candidate = a_.thresholds;
         set_group(candidate, first, last, k, share[k] + step);
-        const double l = eval_.loss(&candidate);
-        const double cost = (l - loss) / (step * w);
+        const double d = eval_.measure(candidate).kl;
+        const double cost = (d - divergence) / (step * w);
         if (best < 0 || cost < best_cost) {
-          best = k, best_cost = cost, best_loss = l, best_step = step;
+          best = k, best_cost = cost, best_divergence = d, best_step = step;
         }
       }
       if (best < 0) fail("the inputs cannot skip ", o_.sparsity, " of the weights");
       share[best] += best_step;
       skipped += best_step * static_cast<double>(shape_.weights(best));
       set_group(a_.thresholds, first, last, best, share[best]);
-      loss = best_loss;
-      say(first, last, share, loss);
+      divergence = best_divergence;
+      say(first, last, share, divergence);
     }
     for (int64_t l = first; l < last; ++l) a_.shares[static_cast<size_t>(l)] = share;
-    return loss;
+    return divergence;
   }
 
  private:
@@ -161,15 +117,16 @@ class GroupSearch {
   }
 
   void say(int64_t first, int64_t last, const std::array<double, kInputKinds>& share,
-           double loss) const {
+           double divergence) const {
     if (!o_.log) return;
-    std::string line = last - first == 1 ? str_cat("layer ", first) : str_cat("layers ", first, "-", last - 1);
+    std::string line =
+        last - first == 1 ? str_cat("layer ", first) : str_cat("layers ", first, "-", last - 1);
     for (int k = 0; k < kInputKinds; ++k) line += str_cat(" ", input_kind_name(k), " ", share[k]);
-    o_.log(str_cat(line, ": held-out loss ", loss));
+    o_.log(str_cat(line, ": held-out divergence ", divergence));
   }
 
   InputProfiler& profile_;
-  Evaluator& eval_;
+  HeldoutDivergence& eval_;
   const InputShape& shape_;
   const InputSparsityOptions& o_;
   InputAllocation& a_;
@@ -237,16 +194,16 @@ InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& mode
   a.layer_groups = o.layer_groups > 0 ? o.layer_groups
                    : shape.total_weights() * c.n_layer <= kPerLayerSearchWeights ? c.n_layer
                                                                                  : 1;
-  Evaluator eval(model, heldout, o);
-  a.dense_nll = eval.loss(nullptr);
-  double loss = a.dense_nll;
+  HeldoutDivergence eval(model, heldout, o.window, o.n_threads);
+  a.dense_nll = eval.dense().nll;
+  double divergence = 0;  // from the dense model
   GroupSearch search(profile, eval, shape, o, a);
   for (int64_t g = 0; g < a.layer_groups; ++g) {
     const int64_t first = c.n_layer * g / a.layer_groups;
     const int64_t last = c.n_layer * (g + 1) / a.layer_groups;
-    loss = search.run(first, last, loss);
+    divergence = search.run(first, last, divergence);
   }
-  a.sparse_nll = eval.loss(&a.thresholds, &a.achieved);
+  measure_result(eval, a);
   // The thresholds come from the dense model's activations; once earlier layers skip inputs, a
   // layer's own inputs shift and it may skip more or less than allocated. Rescale each layer's
   // shares by target / achieved and measure again, a few times at most.
@@ -263,7 +220,7 @@ InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& mode
       }
     }
     if (!off) break;
-    a.sparse_nll = eval.loss(&a.thresholds, &a.achieved);
+    measure_result(eval, a);
   }
   a.evaluations = eval.evaluations();
   return a;

@@ -8,13 +8,14 @@
 //      log-scale histogram of |x| per layer and input; its quantile s is the threshold that skips
 //      a share s of that input's elements;
 //   2. allocate: group by group of layers, from the first, a greedy search raises one input's
-//      share by a step at a time, taking the step that costs the least held-out loss per weight it
-//      skips, until the group's layers skip a share S of their thresholded weights (the last step
-//      is cut to land on S). Groups already allocated keep their thresholds while a later one is
-//      searched; later groups stay dense. With one layer per group this is TEAL's block-wise
-//      greedy, with the whole model's held-out loss as the error in place of the block's output
-//      error; with one group for all layers every layer gets the same shares, and the search costs
-//      a model evaluation per candidate step instead of n_layer of them;
+//      share by a step at a time, taking the step that costs the least held-out divergence from
+//      the dense model (calib/heldout_divergence.h) per weight it skips, until the group's layers
+//      skip a share S of their thresholded weights (the last step is cut to land on S). Groups
+//      already allocated keep their thresholds while a later one is searched; later groups stay
+//      dense. With one layer per group this is TEAL's block-wise greedy, with the whole model's
+//      divergence as the error in place of the block's output error; with one group for all layers
+//      every layer gets the same shares, and the search costs a model evaluation per candidate step
+//      instead of n_layer of them;
 //   3. correct: the shares come from the dense model's activations, and sparsifying earlier
 //      layers shifts a layer's inputs, so each layer whose held-out sparsity misses the target by
 //      more than half a point has its shares rescaled by target / achieved, then the model is
@@ -64,13 +65,14 @@ struct InputAllocation {
   std::vector<std::array<double, kInputKinds>> shares;
   std::vector<double> achieved;  // [n_layer] share of thresholded weights skipped on held-out text
   double dense_nll = 0, sparse_nll = 0;  // mean held-out loss per token
+  double divergence = 0;                 // mean held-out KL(dense || sparse) per position
   int64_t evaluations = 0;               // model evaluations the search made
   int64_t layer_groups = 0;
 };
 
-// Calibrates a model: profiles `train`, then allocates the shares on `heldout` (the search's loss,
-// and the achieved sparsity). Throws hearth::Error for a model whose products the profile cannot
-// see (no ffn_down) or a target the inputs cannot reach.
+// Calibrates a model: profiles `train`, then allocates the shares on `heldout` (the search's
+// divergence, and the achieved sparsity). Throws hearth::Error for a model whose products the
+// profile cannot see (no ffn_down) or a target the inputs cannot reach.
 InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& model,
                                         std::span<const int32_t> train,
                                         std::span<const int32_t> heldout,

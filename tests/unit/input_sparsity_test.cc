@@ -14,9 +14,11 @@
 #include <string>
 
 #include "calib/calibrate.h"
+#include "calib/heldout_divergence.h"
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/quantize.h"
+#include "eval/perplexity.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/synth.h"
@@ -293,6 +295,57 @@ TEST(InputSparsity, MalformedSharesAreRefused) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   }
+}
+
+// The search's measure is the mean KL divergence of every held-out position's next-token
+// distribution from the dense model's (its reference in F16), and the text's own loss besides.
+TEST(InputSparsity, HeldoutDivergenceIsTheMeanKlFromTheDenseModel) {
+  const auto model = Model::load(swiglu_model());
+  const int64_t window = 40;
+  const std::vector<int32_t> tokens = model->tokenize(text(400, 5), false);
+  ASSERT_GT(tokens.size(), 2 * static_cast<size_t>(window));  // several windows
+  calib::HeldoutDivergence d(model, tokens, window, 2);
+  EXPECT_EQ(d.dense().kl, 0.0);
+  LayerThresholds t;
+  t.attn_in = t.attn_out = t.ffn_in = t.down = 0.3f;
+  const auto n_layer = model->config().n_layer;
+  const calib::HeldoutDivergence::Result r = d.measure(std::vector(n_layer, t));
+  EXPECT_EQ(d.evaluations(), 2);
+  ASSERT_EQ(r.achieved.size(), static_cast<size_t>(n_layer));
+  for (const double a : r.achieved) EXPECT_GT(a, 0.05);
+
+  // The same windows by hand: BOS where the model adds one, then `window` tokens from an empty
+  // context.
+  SessionOptions dense_o;
+  dense_o.n_threads = 2;
+  dense_o.sparse = SparseMode::Dense;
+  SessionOptions sparse_o = with_thresholds(n_layer, t);
+  sparse_o.input_major_min_width = std::numeric_limits<int32_t>::max();
+  const auto n_vocab = static_cast<size_t>(model->config().n_vocab);
+  double kl = 0, dense_nll = 0, sparse_nll = 0;
+  size_t positions = 0;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(window)) {
+    std::vector<int32_t> input;
+    if (model->add_bos_default() && model->bos() >= 0) input.push_back(model->bos());
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(window));
+    input.insert(input.end(), tokens.begin() + static_cast<ptrdiff_t>(i),
+                 tokens.begin() + static_cast<ptrdiff_t>(i + n));
+    std::vector<float> base(input.size() * n_vocab), other(input.size() * n_vocab);
+    Session(model, dense_o).eval_all(input, base);
+    Session(model, sparse_o).eval_all(input, other);
+    for (size_t p = 0; p + 1 < input.size(); ++p, ++positions) {
+      const std::span<const float> b(base.data() + p * n_vocab, n_vocab);
+      const std::span<const float> o(other.data() + p * n_vocab, n_vocab);
+      kl += eval::kl_divergence(b, o);
+      dense_nll -= eval::log_prob(b, input[p + 1]);
+      sparse_nll -= eval::log_prob(o, input[p + 1]);
+    }
+  }
+  const auto count = static_cast<double>(positions);
+  EXPECT_NEAR(d.dense().nll, dense_nll / count, 1e-9);
+  EXPECT_NEAR(r.nll, sparse_nll / count, 1e-9);
+  EXPECT_GT(kl, 0.0);
+  EXPECT_NEAR(r.kl, kl / count, 0.01 * kl / count) << "within the F16 reference's rounding";
 }
 
 calib::CalibrateOptions calibration(double sparsity) {
