@@ -117,6 +117,35 @@ TEST(KernelsQ8Activations, FastQuantizerIsIdenticalToReference) {
   }
 }
 
+// The super-block types' activation rows (ActFormat::Q8K): the AVX2 quantizer writes the
+// reference's bytes, and each block's sums are those of its first and last 16 quants (Q2_K's
+// minimum term reads them).
+TEST(KernelsQ8KActivations, FastQuantizerIsIdenticalToReferenceWithSumsOf16) {
+  HEARTH_REQUIRE_AVX2();
+  const WeightKernels& f = cpu::select_kernels(cpu::Isa::Avx2).weights(DType::Q2_K);
+  const WeightKernels& r = cpu::generic::kernels().weights(DType::Q2_K);
+  ASSERT_EQ(f.act, ActFormat::Q8K);
+  for (int64_t cols : {256, 512, 1280}) {
+    const auto x = test::random_floats(cols, static_cast<uint32_t>(cols));
+    const size_t bytes = cpu::act_row_bytes(f.act, cols);
+    std::vector<uint8_t> a(bytes, 0), b(bytes, 0);
+    f.to_act(x.data(), a.data(), cols);
+    r.to_act(x.data(), b.data(), cols);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), bytes), 0) << "cols=" << cols;
+    for (int64_t blk = 0; blk < cols / 32; ++blk) {
+      for (int64_t h = 0; h < 2; ++h) {
+        int32_t want = 0;
+        for (int64_t j = 16 * h; j < 16 * h + 16; ++j) {
+          want += static_cast<int8_t>(a[cpu::act_quant_offset(blk, j)]);
+        }
+        int16_t got;
+        std::memcpy(&got, a.data() + cpu::act_sum16_offset(blk, h), 2);
+        ASSERT_EQ(got, want) << "cols=" << cols << " block " << blk << " half " << h;
+      }
+    }
+  }
+}
+
 TEST_P(KernelsTest, ToFloatIsIdentical) {
   const DType t = dtype();
   for (int64_t cols : test::test_cols(t)) {

@@ -6,12 +6,19 @@
 //            the last 16 of both. A 32-byte load then matches two Q4_0 weight blocks loaded
 //            side by side, low nibbles against the first load, high nibbles against the second.
 //   scales   8 floats  (f16-rounded block scales)
-//   sums     8 int32   (sum of each block's quants, for Q4_0's offset of 8)
+//   sums     32 bytes: in ActFormat::Q8 rows 8 int32, each block's sum of quants (for Q4_0's
+//            offset of 8); in ActFormat::Q8K rows (the 256-weight super-block types) 16 int16,
+//            the sums of each block's first and last 16 quants (for Q2_K's minimum per 16
+//            weights), whose pairs add up to the blocks' sums (act_block_sum).
 // Scales and sums are in lane order: block k of the group sits in lane act_lane(k), the order in
-// which a tree of horizontal adds over the pairs leaves the blocks' integer dot products.
+// which a tree of horizontal adds over the pairs leaves the blocks' integer dot products. In Q8K
+// rows block k's two sums of 16 are int16 elements 2 act_lane(k) and 2 act_lane(k) + 1, so one
+// vpmaddwd against per-16 weights in the same order gives per-block sums in lane order (and one
+// against ones the blocks' sums).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
@@ -39,6 +46,37 @@ constexpr int64_t act_scale_offset(int64_t b) {
 }
 constexpr int64_t act_sum_offset(int64_t b) {
   return b / kActGroupBlocks * kActGroupBytes + kActSumsOffset + act_lane(b % kActGroupBlocks) * 4;
+}
+
+// Byte offset in a Q8K row of the int16 sum of quants [16 half, 16 half + 16) of block b.
+constexpr int64_t act_sum16_offset(int64_t b, int64_t half) {
+  return b / kActGroupBlocks * kActGroupBytes + kActSumsOffset +
+         (2 * act_lane(b % kActGroupBlocks) + half) * 2;
+}
+
+// Block b's scale and sums in an activation row, from the sums of its first and last 16 quants:
+// in a Q8K row (q8k) those two, in a Q8 row their total.
+inline void store_act_sums(uint8_t* row, int64_t b, float d, const int16_t (&half)[2], bool q8k) {
+  std::memcpy(row + act_scale_offset(b), &d, sizeof d);
+  if (q8k) {
+    std::memcpy(row + act_sum16_offset(b, 0), half, sizeof half);
+  } else {
+    const int32_t sum = half[0] + half[1];
+    std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+  }
+}
+
+// The sum of the quants of the block in lane `lane` of the activation group at `group`, in a Q8K
+// row (q8k) or a Q8 row.
+inline int32_t act_block_sum(const uint8_t* group, int lane, bool q8k) {
+  if (q8k) {
+    int16_t half[2];
+    std::memcpy(half, group + kActSumsOffset + 4 * lane, sizeof half);
+    return half[0] + half[1];
+  }
+  int32_t sum;
+  std::memcpy(&sum, group + kActSumsOffset + 4 * lane, sizeof sum);
+  return sum;
 }
 
 // Row bytes for n elements (n a multiple of 32).

@@ -17,7 +17,6 @@ template <typename B>
 struct SuperBlockFormat {
   using Block = B;
   static constexpr int kGroupBlocks = 1;
-  static constexpr int kTrees = 1;
   using Act = ActPair;
   static Act act(const ActPair& a) { return a; }
 };
@@ -37,10 +36,10 @@ struct ScaledPair {
   __m256i lo, hi, sc_lo, sc_hi;
 };
 template <typename Dp, int C>
-PairSums<1> offset_products(const ScaledPair& w, const OffsetAct<C>& a) {
+__m256i offset_products(const ScaledPair& w, const OffsetAct<C>& a) {
   const __m256i lo = _mm256_sub_epi16(_mm256_maddubs_epi16(w.lo, a.x.lo), a.off_lo);
   const __m256i hi = _mm256_sub_epi16(_mm256_maddubs_epi16(w.hi, a.x.hi), a.off_hi);
-  return {{Dp::scaled(lo, w.sc_lo, hi, w.sc_hi)}};
+  return Dp::scaled(lo, w.sc_lo, hi, w.sc_hi);
 }
 
 // Two blocks' codes in the activation pair's layout.
@@ -130,11 +129,11 @@ struct K4Format : SuperBlockFormat<B> {
   using Act = ActPair;
   static Group group(const uint8_t* w) { return Group::make(w); }
   // Both halves' int16 sums stay within 4 * 31 * 127.
-  static PairSums<1> products(const Pair& w, const Act& a) {
-    return {{Dp::dot_narrow(w.lo, a.lo, w.hi, a.hi)}};
+  static __m256i products(const Pair& w, const Act& a) {
+    return Dp::dot_narrow(w.lo, a.lo, w.hi, a.hi);
   }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs, __m256 acc) {
-    return g.f.finish(s[0], dx, xs, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i xs, __m256 acc) {
+    return g.f.finish(s, dx, xs, acc);
   }
 };
 
@@ -182,9 +181,9 @@ struct OffsetFormat : SuperBlockFormat<B> {
   using Pair = ScaledPair;
   using Act = OffsetAct<C>;
   static Act act(const ActPair& a) { return Act::make(a); }
-  static PairSums<1> products(const Pair& w, const Act& a) { return offset_products<Dp>(w, a); }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
-    return fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+  static __m256i products(const Pair& w, const Act& a) { return offset_products<Dp>(w, a); }
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256 acc) {
+    return fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
   }
 };
 
@@ -251,50 +250,45 @@ struct FormatQ3_K : OffsetFormat<Dp, BlockQ3_K, 4> {
   }
 };
 
-// Q2_K's mins are per 16 weights, so msum needs the activations' 16-quant sums, which the stored
-// per-block sums do not give: a second tree sums m . (1 . x).
+// Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min per 16 weights. The codes' products go
+// through the tree, each 16 weights' sum scaled per pair; the minimum term of a block is its two
+// mins times the activations' sums of 16 (act_layout.h), one vpmaddwd per group after the tree
+// (kSums16), so each block's msum is the same integer a second tree of m . (1 . x) would reach.
 template <typename Dp>
 struct FormatQ2_K : SuperBlockFormat<BlockQ2_K> {
-  static constexpr int kTrees = 2;
+  static constexpr bool kSums16 = true;
   struct Group {
     const BlockQ2_K* b;
-    __m256i scales, mins;
+    __m256i scales;
+    __m256i mins;  // int16, in the activations' order of sums of 16 (mins_by_lane)
     __m256 d, neg_dmin;
   };
-  struct Pair {
-    ScaledPair q;
-    __m256i m_lo, m_hi;
-  };
-  struct Act {
-    ActPair x;
-    __m256i sum_lo, sum_hi;
-  };
-  static Act act(const ActPair& a) {
-    const __m256i one = _mm256_set1_epi8(1);
-    return {a, _mm256_maddubs_epi16(one, a.lo), _mm256_maddubs_epi16(one, a.hi)};
+  using Pair = ScaledPair;
+  // 16 bytes, one per 16 weights in sub-block order, as int16 in the sums of 16's order: block k's
+  // two at elements 2 act_lane(k) and 2 act_lane(k) + 1.
+  static __m256i mins_by_lane(__m128i per16) {
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+        per16, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
   }
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
     const __m128i low4 = _mm_set1_epi8(0x0f);
     return {b, sub16_scales(_mm_and_si128(sm, low4)),
-            sub16_scales(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)), broadcast_f16(b->d),
+            mins_by_lane(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)), broadcast_f16(b->d),
             _mm256_set1_ps(-half_to_float(b->dmin))};
   }
-  static Pair pair(const Group& g, int p) {
+  static ScaledPair pair(const Group& g, int p) {
     const CodePair codes = interleave(crumbs(g.b->qs, p));
-    return {{codes.lo, codes.hi, scale16(g.scales, 2 * p), scale16(g.scales, 2 * p + 1)},
-            scale16(g.mins, 2 * p),
-            scale16(g.mins, 2 * p + 1)};
+    return {codes.lo, codes.hi, scale16(g.scales, 2 * p), scale16(g.scales, 2 * p + 1)};
   }
-  static PairSums<2> products(const Pair& w, const Act& a) {
-    return {{Dp::scaled(_mm256_maddubs_epi16(w.q.lo, a.x.lo), w.q.sc_lo,
-                        _mm256_maddubs_epi16(w.q.hi, a.x.hi), w.q.sc_hi),
-             Dp::scaled(a.sum_lo, w.m_lo, a.sum_hi, w.m_hi)}};
+  static __m256i products(const ScaledPair& w, const Act& a) {
+    return Dp::scaled(_mm256_maddubs_epi16(w.lo, a.lo), w.sc_lo, _mm256_maddubs_epi16(w.hi, a.hi),
+                      w.sc_hi);
   }
-  static __m256 finish(const Group& g, const __m256i (&s)[2], __m256 dx, __m256i, __m256 acc) {
-    acc = fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
-    return fma_term(_mm256_cvtepi32_ps(s[1]), g.neg_dmin, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256i s16, __m256 acc) {
+    acc = fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
+    return fma_term(_mm256_cvtepi32_ps(_mm256_madd_epi16(g.mins, s16)), g.neg_dmin, dx, acc);
   }
 };
 
@@ -327,11 +321,11 @@ struct FormatIQ4_XS : SuperBlockFormat<BlockIQ4_XS> {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.b->qs + 32 * p));
     return {iq4_values(low_nibbles(v)), iq4_values(high_nibbles(v))};
   }
-  static PairSums<1> products(const Pair& w, const Act& a) {
-    return {{signed_products<Dp>(w.lo, w.hi, a)}};
+  static __m256i products(const Pair& w, const Act& a) {
+    return signed_products<Dp>(w.lo, w.hi, a);
   }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
-    return fma_term(_mm256_mul_ps(_mm256_cvtepi32_ps(s[0]), g.scale), g.d, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256 acc) {
+    return fma_term(_mm256_mul_ps(_mm256_cvtepi32_ps(s), g.scale), g.d, dx, acc);
   }
 };
 

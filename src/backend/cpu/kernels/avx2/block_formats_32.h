@@ -20,7 +20,6 @@ template <typename Dp, typename B, bool kMin>
 struct SmallBlockFormat {
   using Block = B;
   static constexpr int kGroupBlocks = static_cast<int>(kActGroupBlocks);
-  static constexpr int kTrees = 1;
   using Act = ActPair;
   using Pair = BlockPair;
   static Act act(const ActPair& a) { return a; }
@@ -37,12 +36,12 @@ struct SmallBlockFormat {
     }
   }
   // Both halves' int16 sums stay within 4 * 31 * 127.
-  static PairSums<1> products(const Pair& w, const Act& a) {
-    return {{Dp::dot_narrow(w.lo, a.lo, w.hi, a.hi)}};
+  static __m256i products(const Pair& w, const Act& a) {
+    return Dp::dot_narrow(w.lo, a.lo, w.hi, a.hi);
   }
   // acc + isum * (d * dx) [+ xs * (m * dx)].
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs, __m256 acc) {
-    acc = fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i xs, __m256 acc) {
+    acc = fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
     if constexpr (kMin) acc = fma_term(_mm256_cvtepi32_ps(xs), g.m, dx, acc);
     return acc;
   }
@@ -96,9 +95,8 @@ struct FormatQ5_0 : SmallBlockFormat<Dp, BlockQ5_0, false> {
   using Base = SmallBlockFormat<Dp, BlockQ5_0, false>;
   using Group = typename Base::Group;
   static BlockPair pair(const Group& g, int p) { return pair_codes5(g.b, p); }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs, __m256 acc) {
-    const __m256i q[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, 4))};
-    return Base::finish(g, q, dx, xs, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i xs, __m256 acc) {
+    return Base::finish(g, _mm256_sub_epi32(s, _mm256_slli_epi32(xs, 4)), dx, xs, acc);
   }
 };
 
@@ -109,8 +107,8 @@ struct FormatIQ4_NL : SmallBlockFormat<Dp, BlockIQ4_NL, false> {
     const BlockPair n = pair_nibbles(g.b, p);
     return {iq4_values(n.lo), iq4_values(n.hi)};
   }
-  static PairSums<1> products(const BlockPair& w, const ActPair& a) {
-    return {{signed_products<Dp>(w.lo, w.hi, a)}};
+  static __m256i products(const BlockPair& w, const ActPair& a) {
+    return signed_products<Dp>(w.lo, w.hi, a);
   }
 };
 

@@ -11,7 +11,8 @@
 // (block_codes.h's isum) in lane order, and F::finish applies the float factors with one FMA per
 // term, in the reference's order: isum * (D * dx), then msum * (M * dx).
 //
-// Formats whose minimum term needs per-16 activation sums (Q2_K) run a second tree for msum.
+// Q2_K's minimum term, whose mins are per 16 weights, comes after the tree from the activation
+// row's sums of 16 (F::kSums16: one vpmaddwd per group, ActSide and finish_group below).
 // Per-32 scales are applied after the tree as floats: |isum| < 2^24 for every such type (Q8
 // quants are at most 127 in magnitude), so float(qx) * s is exactly float(s * qx).
 //
@@ -34,12 +35,6 @@ inline constexpr int kGroupPairs = static_cast<int>(kActGroupBlocks / 2);
 // One token's activation pair: the 32-byte loads x_lo and x_hi.
 struct ActPair {
   __m256i lo, hi;
-};
-
-// int32 partial sums of one pair: isum's, and msum's for formats with a second tree.
-template <int N>
-struct PairSums {
-  __m256i v[N];
 };
 
 // AVX2's 8-bit products: maddubs to int16 pairs, madd to int32.
@@ -131,6 +126,38 @@ inline __m256 fma_term(__m256 isum, __m256 d, __m256 dx, __m256 acc) {
   return _mm256_fmadd_ps(isum, _mm256_mul_ps(d, dx), acc);
 }
 
+// What a group's finish reads of one token's activation group besides the integer sums: the
+// blocks' scales and quant sums, and in the Q8K rows of the super-block formats (kGroupBlocks 1)
+// the sums of 16 that their quant sums are stored as (act_layout.h), which Q2_K's minimum per 16
+// weights takes (F::kSums16).
+struct ActSide {
+  __m256 dx;
+  __m256i xs, s16;
+  template <typename F>
+  [[gnu::always_inline]] static inline ActSide load(const uint8_t* x) {
+    ActSide a;
+    a.dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x + kActScalesOffset));
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kActSumsOffset));
+    if constexpr (F::kGroupBlocks == 1) {
+      a.s16 = sums;
+      a.xs = _mm256_madd_epi16(sums, _mm256_set1_epi16(1));
+    } else {
+      a.xs = sums;
+    }
+    return a;
+  }
+};
+
+template <typename F>
+[[gnu::always_inline]] inline __m256 finish_group(const typename F::Group& g, __m256i s,
+                                                  const ActSide& a, __m256 acc) {
+  if constexpr (requires { F::kSums16; }) {
+    return F::finish(g, s, a.dx, a.xs, a.s16, acc);
+  } else {
+    return F::finish(g, s, a.dx, a.xs, acc);
+  }
+}
+
 // --- The engine ----------------------------------------------------------------------------
 
 // The block engine for GroupTiles: a group is F::kGroupBlocks blocks of F::Block (8, or 1 for a
@@ -144,16 +171,10 @@ struct BlockEngine {
   template <int R, int T>
   static void accumulate(const uint8_t* const (&w)[R], const uint8_t* const (&x)[T],
                          __m256 (&acc)[R][T]) {
-    constexpr int N = F::kTrees;
-    // As in quant_tiles.h: `pending` holds the first pair of each half-group, `half` the first
-    // half-group's hadd until the second arrives.
-    __m256i pending[R][T][N], half[R][T][N], sums[R][T][N];
+    // The trees of pair_tree_add (group_tiles.h), one per row and token.
+    __m256i pending[R][T], half[R][T], sums[R][T];
     for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        for (int i = 0; i < N; ++i) {
-          pending[r][t][i] = half[r][t][i] = sums[r][t][i] = _mm256_setzero_si256();
-        }
-      }
+      for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
     }
     typename F::Group g[R];
     for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
@@ -171,25 +192,13 @@ struct BlockEngine {
       for (int r = 0; r < R; ++r) {
         const typename F::Pair wp = F::pair(g[r], p);
         for (int t = 0; t < T; ++t) {
-          const PairSums<N> v = F::products(wp, a[t]);
-          for (int i = 0; i < N; ++i) {
-            if (p % 2 == 0) {
-              pending[r][t][i] = v.v[i];
-            } else if (p == 1) {
-              half[r][t][i] = _mm256_hadd_epi32(pending[r][t][i], v.v[i]);
-            } else {
-              sums[r][t][i] = _mm256_hadd_epi32(half[r][t][i],
-                                                _mm256_hadd_epi32(pending[r][t][i], v.v[i]));
-            }
-          }
+          pair_tree_add(p, F::products(wp, a[t]), pending[r][t], half[r][t], sums[r][t]);
         }
       }
     }
     for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
-      const __m256i xs =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
-      for (int r = 0; r < R; ++r) acc[r][t] = F::finish(g[r], sums[r][t], dx, xs, acc[r][t]);
+      const ActSide side = ActSide::load<F>(x[t]);
+      for (int r = 0; r < R; ++r) acc[r][t] = finish_group<F>(g[r], sums[r][t], side, acc[r][t]);
     }
   }
 };

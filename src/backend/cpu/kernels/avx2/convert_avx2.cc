@@ -45,20 +45,23 @@ inline float hmax(__m256 m) {
   return _mm_cvtss_f32(m4);
 }
 
-// Block b of an activation row: its 32 quants (q[4], each in [-127, 127]), scale d and quant sum.
-void store_block(const __m256i (&q)[4], float d, uint8_t* row, int64_t b) {
+// Block b of an activation row: its 32 quants (q[4], each in [-127, 127]), scale d and sums: the
+// sum of all 32, or in a Q8K row (q8k) the sums of the first and the last 16 (act_layout.h).
+void store_block(const __m256i (&q)[4], float d, bool q8k, uint8_t* row, int64_t b) {
   const __m256i packed = pack_i32x32_to_i8(q[0], q[1], q[2], q[3]);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 0)),
                    _mm256_castsi256_si128(packed));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(row + act_quant_offset(b, 16)),
                    _mm256_extracti128_si256(packed, 1));
-  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-  s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
-  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-  const int32_t sum = _mm_cvtsi128_si32(s4);
-  std::memcpy(row + act_scale_offset(b), &d, sizeof d);
-  std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+  // The sums of the first 16 quants (F) and of the last 16 (L): per 128-bit half, [F, L, F, L]
+  // after two horizontal adds, then the halves added.
+  const __m256i first8 = _mm256_add_epi32(q[0], q[1]), last8 = _mm256_add_epi32(q[2], q[3]);
+  __m256i fl = _mm256_hadd_epi32(first8, last8);
+  fl = _mm256_hadd_epi32(fl, fl);
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(fl), _mm256_extracti128_si256(fl, 1));
+  const int16_t half[2] = {static_cast<int16_t>(_mm_cvtsi128_si32(s4)),
+                           static_cast<int16_t>(_mm_extract_epi32(s4, 1))};
+  store_act_sums(row, b, d, half, q8k);
 }
 
 }  // namespace
@@ -81,7 +84,7 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     const __m256 vinv = _mm256_set1_ps(inv);
     __m256i q[4];
     for (int j = 0; j < 4; ++j) q[j] = round_half_away(_mm256_mul_ps(v[j], vinv));
-    store_block(q, d, row, b);
+    store_block(q, d, false, row, b);
   }
 }
 
@@ -114,7 +117,7 @@ void quantize_act_q8k(const float* x, void* y, int64_t n) {
             _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)),
             top);
       }
-      store_block(q, d, row, g * kActGroupBlocks + k);
+      store_block(q, d, true, row, g * kActGroupBlocks + k);
     }
   }
 }

@@ -16,6 +16,21 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
+// The tree of horizontal adds over one activation group's 4 pairs (act_layout.h), fed a pair's
+// int32 products at a time (p = 0..3, unrolled so the level is known at compile time): `pending`
+// holds the first pair of each half-group until its partner arrives, `half` the first
+// half-group's hadd, and after pair 3 `sums` holds each block's integer sum in lane order.
+[[gnu::always_inline]] inline void pair_tree_add(int p, __m256i v, __m256i& pending, __m256i& half,
+                                                 __m256i& sums) {
+  if (p % 2 == 0) {
+    pending = v;
+  } else if (p == 1) {
+    half = _mm256_hadd_epi32(pending, v);
+  } else {
+    sums = _mm256_hadd_epi32(half, _mm256_hadd_epi32(pending, v));
+  }
+}
+
 // E::Block, E::kGroupBlocks (blocks per activation group: 8, or 1 for a 256-weight super-block)
 // and E::accumulate<R, T>(w, x, acc), which adds one group of R weight rows (pointers to the
 // group's first byte) against T activation groups into the 8-lane accumulators.

@@ -150,7 +150,7 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
       VI isum[U][T][S]{};
       [[maybe_unused]] VI part[U][T];
       for (int t = 0; t < T; ++t) {
-        xs[t] = reinterpret_cast<const int32_t*>(xg[t] + kActSumsOffset)[lane];
+        xs[t] = act_block_sum(xg[t], lane, F::kGroupBlocks == 1);
         for (int h = 0; h < S; ++h) {
           start[t][h] = F::start(S == 1 ? xs[t] : halves[t * hld + 2 * block + h]);
           if constexpr (W == 0) {

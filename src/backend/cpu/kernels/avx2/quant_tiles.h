@@ -118,8 +118,8 @@ struct QuantEngine {
                          __m256 (&acc)[R][T]) {
     const Block* w[R];
     for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const Block*>(rows[r]);
-    // After pairs 0-1 `half` holds [b0 b0 b2 b2 | b1 b1 b3 b3] partial sums; `pending` holds the
-    // first pair of each half-group until its partner arrives.
+    // The trees of pair_tree_add (group_tiles.h): after pairs 0-1 `half` holds [b0 b0 b2 b2 | b1
+    // b1 b3 b3] partial sums.
     __m256i pending[R][T], half[R][T], sums[R][T];
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) pending[r][t] = half[r][t] = sums[r][t] = _mm256_setzero_si256();
@@ -135,14 +135,7 @@ struct QuantEngine {
         const __m256i x_lo = _mm256_loadu_si256(xq);
         const __m256i x_hi = _mm256_loadu_si256(xq + 1);
         for (int r = 0; r < R; ++r) {
-          const __m256i v = WB::products(wp[r], x_lo, x_hi);
-          if (p % 2 == 0) {
-            pending[r][t] = v;
-          } else if (p == 1) {
-            half[r][t] = _mm256_hadd_epi32(pending[r][t], v);
-          } else {
-            sums[r][t] = _mm256_hadd_epi32(half[r][t], _mm256_hadd_epi32(pending[r][t], v));
-          }
+          pair_tree_add(p, WB::products(wp[r], x_lo, x_hi), pending[r][t], half[r][t], sums[r][t]);
         }
       }
     }

@@ -75,7 +75,7 @@ struct WideFormatIQ4_XS : Base {
                             _mm512_maskz_shuffle_i64x2(0xff, low, high, _MM_SHUFFLE(3, 2, 3, 2))},
                            a);
   }
-  static __m256 finish(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs,
+  static __m256 finish(const typename Base::Group& g, __m256i s, __m256 dx, __m256i xs,
                        __m256 acc) {
     return finish_less_offset<Base, 7>(g, s, dx, xs, acc);
   }
@@ -98,8 +98,8 @@ struct WideScale16Group : Base {
     const auto* b = reinterpret_cast<const typename Base::Block*>(w);
     return {b, _mm512_cvtepi8_epi32(tree_order(Base::scale_bytes(*b))), avx2::broadcast_f16(b->d)};
   }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i, __m256 acc) {
-    return avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256 acc) {
+    return avx2::fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
   }
 };
 
@@ -211,46 +211,31 @@ struct WideCodesQ3_K {
 };
 
 // Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min per 16 weights (Base: the 256-bit
-// FormatQ2_K, whose finish rounds as this one does). Two trees: isum from the codes, scaled after
-// the tree as WideOffset16TreeScaled does; msum from each 16 weights' min (as bytes, one per
-// 128-bit lane) times the activations, so its tree sums are the mins' sums already.
+// FormatQ2_K, whose minimum term and finish this one keeps). One tree from the codes, scaled after
+// the tree as WideOffset16TreeScaled does.
 template <typename Base>
 struct WideFormatQ2_K : Base {
   struct Group {
     const BlockQ2_K* b;
     __m512i scales;  // int32, in the tree's order (tree_order)
-    __m512i mins;    // bytes: in each 128-bit lane j, byte p holds pair p's min of lane j
+    __m256i mins;    // int16, in the activations' order of sums of 16 (Base::mins_by_lane)
     __m256 d, neg_dmin;
   };
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
-    const __m128i sm = tree_order(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+    const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
     const __m128i low4 = _mm_set1_epi8(0x0f);
-    // Lane j's 4 mins (tree elements 4j..4j + 3) to the front of every lane.
-    const __m128i by_lane = _mm_and_si128(_mm_srli_epi16(sm, 4), low4);
-    const __m512i mins =
-        _mm512_shuffle_epi8(_mm512_maskz_broadcast_i32x4(0xffff, by_lane),
-                            _mm512_set_epi32(0, 0, 0, 0x0f0e0d0c, 0, 0, 0, 0x0b0a0908, 0, 0, 0,
-                                             0x07060504, 0, 0, 0, 0x03020100));
-    return {b, _mm512_cvtepu8_epi32(_mm_and_si128(sm, low4)), mins, avx2::broadcast_f16(b->d),
-            _mm256_set1_ps(-avx2::half_to_float(b->dmin))};
+    return {b, _mm512_cvtepu8_epi32(tree_order(_mm_and_si128(sm, low4))),
+            Base::mins_by_lane(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)),
+            avx2::broadcast_f16(b->d), _mm256_set1_ps(-avx2::half_to_float(b->dmin))};
   }
   static __m512i scale_sums(const Group& g, __m512i s) { return _mm512_mullo_epi32(s, g.scales); }
-  static __m256 finish(const Group& g, const __m256i (&s)[2], __m256 dx, __m256i, __m256 acc) {
-    acc = avx2::fma_term(_mm256_cvtepi32_ps(s[0]), g.d, dx, acc);
-    return avx2::fma_term(_mm256_cvtepi32_ps(s[1]), g.neg_dmin, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256i s16, __m256 acc) {
+    acc = avx2::fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
+    return avx2::fma_term(_mm256_cvtepi32_ps(_mm256_madd_epi16(g.mins, s16)), g.neg_dmin, dx, acc);
   }
-
-  // Pair p's mins as bytes, each 128-bit lane's min in all of its 16 bytes.
-  static __m512i pair_mins(const Group& g, int p) {
-    return _mm512_shuffle_epi8(g.mins, _mm512_set1_epi8(static_cast<char>(p)));
-  }
-  static QuadSums<2> quad_sums(const Group& g, int q, const PlainQuadAct& a) {
-    const QuadCodes c = crumb_quad(g.b->qs, q);
-    const __m512i zero = _mm512_setzero_si512();
-    return {{plain_quad_sums(c, a),
-             pair_add(_mm512_dpbusd_epi32(zero, pair_mins(g, 2 * q), a.first),
-                      _mm512_dpbusd_epi32(zero, pair_mins(g, 2 * q + 1), a.second))}};
+  static __m512i quad_sums(const Group& g, int q, const PlainQuadAct& a) {
+    return plain_quad_sums(crumb_quad(g.b->qs, q), a);
   }
 };
 

@@ -85,10 +85,9 @@ inline __m512i iq4_offset_book() {
 // Base::finish after 2^Shift times each block's activation sum comes off the integer sums: the
 // offset of codes stored as u = q + 2^Shift (IQ4's offset code book).
 template <typename Base, int Shift>
-__m256 finish_less_offset(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx,
-                          __m256i xs, __m256 acc) {
-  const __m256i isum[1] = {_mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, Shift))};
-  return Base::finish(g, isum, dx, xs, acc);
+__m256 finish_less_offset(const typename Base::Group& g, __m256i s, __m256 dx, __m256i xs,
+                          __m256 acc) {
+  return Base::finish(g, _mm256_sub_epi32(s, _mm256_slli_epi32(xs, Shift)), dx, xs, acc);
 }
 
 // What a format's activations are in the engine: F::WideAct, made by F::wide_act, where F has
@@ -105,40 +104,22 @@ struct WideActOf<F> {
   static type make(const uint8_t* x) { return F::wide_act(x); }
 };
 
-// The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products, over F::kTrees
-// trees (two where the minimum term needs sums of its own, Q2_K's). Besides F's group() and
-// finish(), a wide format gives
+// The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products. Besides F's
+// group() and finish(), a wide format gives
 //   WideAct, optionally: what it needs of one token's 128 activation bytes of pairs 2q and
 //            2q + 1 beyond plain loads (PlainQuadAct), made by wide_act(x) once per token and
 //            shared by the tile's rows;
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
-//            in the lanes described above), a QuadSums<kTrees> for two trees;
+//            in the lanes described above);
 //   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
 //            high nibble, an exact factor) and are shifted back before the halves are added;
-//   scale_sums(g, s), optionally: the first tree's 16 sums (one per 16 weights: 128-bit lane j
-//            holds pair i's lane j in element i) times their integer scales, before the halves
-//            are added.
-// A quad's int32 sums per tree: isum's, and msum's for formats with a second tree (Q2_K).
-template <int N>
-struct QuadSums {
-  __m512i v[N];
-};
-
+//   scale_sums(g, s), optionally: the tree's 16 sums (one per 16 weights: 128-bit lane j holds
+//            pair i's lane j in element i) times their integer scales, before the halves are
+//            added.
 template <typename F>
 struct WideBlockEngine {
   using Block = typename F::Block;
   static constexpr int kGroupBlocks = F::kGroupBlocks;
-  static constexpr int N = F::kTrees;
-
-  // F::quad_sums as QuadSums<N>: one-tree formats return the one vector.
-  template <typename A>
-  static QuadSums<N> quad(const typename F::Group& g, int q, const A& a) {
-    if constexpr (N == 1) {
-      return {{F::quad_sums(g, q, a)}};
-    } else {
-      return F::quad_sums(g, q, a);
-    }
-  }
 
   // Inlined into the tile loop: as a call, each group would pass the accumulators through
   // memory (and GCC leaves it out of line at this size).
@@ -149,39 +130,30 @@ struct WideBlockEngine {
     typename F::Group g[R];
     for (int r = 0; r < R; ++r) g[r] = F::group(w[r]);
     // The sums of pairs 0 and 1, then pair_add'ed with those of pairs 2 and 3 as they come: one
-    // vector per row, token and tree stays live, so the tiles of several tokens keep everything
-    // in the 32 registers.
-    __m512i sums[R][T][N];
+    // vector per row and token stays live, so the tiles of several tokens keep everything in the
+    // 32 registers.
+    __m512i sums[R][T];
 #pragma GCC unroll 2
     for (int q = 0; q < 2; ++q) {
       typename WideActOf<F>::type a[T];
       for (int t = 0; t < T; ++t) a[t] = WideActOf<F>::make(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
-          const QuadSums<N> v = quad(g[r], q, a[t]);
-          for (int i = 0; i < N; ++i) {
-            sums[r][t][i] = q == 0 ? v.v[i] : pair_add(sums[r][t][i], v.v[i]);
-          }
+          const __m512i v = F::quad_sums(g[r], q, a[t]);
+          sums[r][t] = q == 0 ? v : pair_add(sums[r][t], v);
         }
       }
     }
     for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_loadu_ps(reinterpret_cast<const float*>(x[t] + kActScalesOffset));
-      const __m256i xs =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + kActSumsOffset));
+      const avx2::ActSide side = avx2::ActSide::load<F>(x[t]);
       for (int r = 0; r < R; ++r) {
-        __m256i blocks[N];
-        for (int i = 0; i < N; ++i) {
-          __m512i s = sums[r][t][i];
-          if constexpr (requires { F::scale_sums(g[r], s); }) {
-            if (i == 0) s = F::scale_sums(g[r], s);
-          }
-          // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
-          __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
-          if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
-          blocks[i] = _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0), high);
-        }
-        acc[r][t] = F::finish(g[r], blocks, dx, xs, acc[r][t]);
+        __m512i s = sums[r][t];
+        if constexpr (requires { F::scale_sums(g[r], s); }) s = F::scale_sums(g[r], s);
+        // (The masked extracts: GCC 12's unmasked ones trip -Wuninitialized.)
+        __m256i high = _mm512_maskz_extracti32x8_epi32(0xff, s, 1);
+        if constexpr (requires { F::kHighShift; }) high = _mm256_srai_epi32(high, F::kHighShift);
+        const __m256i blocks = _mm256_add_epi32(_mm512_maskz_extracti32x8_epi32(0xff, s, 0), high);
+        acc[r][t] = avx2::finish_group<F>(g[r], blocks, side, acc[r][t]);
       }
     }
   }

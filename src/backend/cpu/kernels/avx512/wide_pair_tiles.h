@@ -181,7 +181,6 @@ struct PairQuads {
 struct WideQ4_0 : PairQuads<WideQ4_0> {
   using Block = BlockQ4_0;
   static constexpr int kGroupBlocks = static_cast<int>(kActGroupBlocks);
-  static constexpr int kTrees = 1;
   struct Group {
     const Block* b;
     __m256 d;
@@ -194,8 +193,8 @@ struct WideQ4_0 : PairQuads<WideQ4_0> {
   static __m512i codes(const Group& g, int p) {
     return nibbles_in_place(PairGather<Block>::codes(g.b, p));
   }
-  static __m256 finish(const Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs, __m256 acc) {
-    const __m256i isum = _mm256_sub_epi32(s[0], _mm256_slli_epi32(xs, 3));
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i xs, __m256 acc) {
+    const __m256i isum = _mm256_sub_epi32(s, _mm256_slli_epi32(xs, 3));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(g.d, dx), acc);
   }
 };
@@ -236,7 +235,7 @@ struct WideIQ4_NL : Base, PairQuads<WideIQ4_NL<Base>> {
     return _mm512_shuffle_epi8(iq4_offset_book(),
                                nibbles_shifted(PairGather<typename Base::Block>::codes(g.b, p)));
   }
-  static __m256 finish(const typename Base::Group& g, const __m256i (&s)[1], __m256 dx, __m256i xs,
+  static __m256 finish(const typename Base::Group& g, __m256i s, __m256 dx, __m256i xs,
                        __m256 acc) {
     return finish_less_offset<Base, 7>(g, s, dx, xs, acc);
   }

@@ -11,6 +11,20 @@
 #include "core/quantize_fit.h"
 
 namespace hearth::cpu::generic {
+namespace {
+
+// Block b of an activation row: its quants, its scale and its sums (act_layout.h): the sum of all
+// 32 quants, or in a Q8K row (q8k) the sums of the first and the last 16.
+void store_act_block(const int8_t (&q)[kQK], float d, bool q8k, uint8_t* row, int64_t b) {
+  int16_t half[2] = {0, 0};
+  for (int64_t j = 0; j < kQK; ++j) {
+    row[act_quant_offset(b, j)] = static_cast<uint8_t>(q[j]);
+    half[j / 16] = static_cast<int16_t>(half[j / 16] + q[j]);
+  }
+  store_act_sums(row, b, d, half, q8k);
+}
+
+}  // namespace
 
 void quantize_act_q8(const float* x, void* y, int64_t n) {
   auto* row = static_cast<uint8_t*>(y);
@@ -28,14 +42,9 @@ void quantize_act_q8(const float* x, void* y, int64_t n) {
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     const float d = fp16_to_fp32(fp32_to_fp16(scale));
-    int32_t sum = 0;
-    for (int64_t j = 0; j < kQK; ++j) {
-      const auto q = static_cast<int8_t>(std::round(xb[j] * inv));
-      row[act_quant_offset(b, j)] = static_cast<uint8_t>(q);
-      sum += q;
-    }
-    std::memcpy(row + act_scale_offset(b), &d, sizeof d);
-    std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+    int8_t q[kQK];
+    for (int64_t j = 0; j < kQK; ++j) q[j] = static_cast<int8_t>(std::round(xb[j] * inv));
+    store_act_block(q, d, false, row, b);
   }
 }
 
@@ -51,14 +60,12 @@ void quantize_act_q8k(const float* x, void* y, int64_t n) {
     const float d = amax != 0.0f ? 1.0f / iscale : 0.0f;
     for (int64_t k = 0; k < kActGroupBlocks; ++k) {
       const int64_t b = g * kActGroupBlocks + k;
-      int32_t sum = 0;
+      int8_t q[kQK];
       for (int64_t j = 0; j < kQK; ++j) {
-        const int q = std::min(127, static_cast<int>(std::nearbyint(iscale * xg[k * kQK + j])));
-        row[act_quant_offset(b, j)] = static_cast<uint8_t>(static_cast<int8_t>(q));
-        sum += q;
+        q[j] = static_cast<int8_t>(
+            std::min(127, static_cast<int>(std::nearbyint(iscale * xg[k * kQK + j]))));
       }
-      std::memcpy(row + act_scale_offset(b), &d, sizeof d);
-      std::memcpy(row + act_sum_offset(b), &sum, sizeof sum);
+      store_act_block(q, d, true, row, b);
     }
   }
 }
