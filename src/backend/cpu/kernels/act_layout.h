@@ -66,14 +66,18 @@ inline void store_act_sums(uint8_t* row, int64_t b, float d, const int16_t (&hal
   }
 }
 
+// In a Q8K row: the sum of the first (h = 0) or the last 16 quants of the block in lane `lane` of
+// the activation group at `group`.
+inline int32_t act_half_sum(const uint8_t* group, int lane, int h) {
+  int16_t half;
+  std::memcpy(&half, group + kActSumsOffset + 4 * lane + 2 * h, sizeof half);
+  return half;
+}
+
 // The sum of the quants of the block in lane `lane` of the activation group at `group`, in a Q8K
 // row (q8k) or a Q8 row.
 inline int32_t act_block_sum(const uint8_t* group, int lane, bool q8k) {
-  if (q8k) {
-    int16_t half[2];
-    std::memcpy(half, group + kActSumsOffset + 4 * lane, sizeof half);
-    return half[0] + half[1];
-  }
+  if (q8k) return act_half_sum(group, lane, 0) + act_half_sum(group, lane, 1);
   int32_t sum;
   std::memcpy(&sum, group + kActSumsOffset + 4 * lane, sizeof sum);
   return sum;

@@ -67,7 +67,7 @@ template <typename V>
 struct BlockActs {
   typename V::F dx;       // the block's activation scale, in every lane
   int32_t xs;             // the sum of its 32 activation quants
-  const int32_t* halves;  // with two sums per block: the sums of its first and last 16
+  int32_t halves[2];      // with two sums per block: the sums of its first and last 16
 };
 
 // Panels of up to 16 rows each over whole activation groups, one after another in one buffer.
@@ -110,12 +110,9 @@ inline int32_t quads_at(const uint8_t* s) { return *reinterpret_cast<const Alias
 // Outputs of T tokens (activation rows x + t * ldx) against P panels: y[t * ldy + r] for the
 // panels' first `rows` rows (the last panel may be partial). Each panel is kPanelRows / kLanes
 // vectors of V ("units"); each broadcast of activation quants meets every unit's codes.
-//
-// For two sums per block, `halves` holds each token's activation quant sums per 16
-// (halves_of), hld int32 apart from token to token.
 template <typename F, typename V, int P, int T>
-void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, const int32_t* halves,
-                  size_t hld, float* y, size_t ldy) {
+void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
   using VF = typename V::F;
   using VI = typename V::I;
   constexpr int S = F::kSums;
@@ -152,7 +149,7 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
       for (int t = 0; t < T; ++t) {
         xs[t] = act_block_sum(xg[t], lane, F::kGroupBlocks == 1);
         for (int h = 0; h < S; ++h) {
-          start[t][h] = F::start(S == 1 ? xs[t] : halves[t * hld + 2 * block + h]);
+          start[t][h] = F::start(S == 1 ? xs[t] : act_half_sum(xg[t], lane, h));
           if constexpr (W == 0) {
             for (int u = 0; u < U; ++u) isum[u][t][h] = V::set1i(start[t][h]);
           }
@@ -191,7 +188,10 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
         const VF dx = V::set1(reinterpret_cast<const float*>(xg[t] + kActScalesOffset)[lane]);
         for (int u = 0; u < U; ++u) {
           const float* s = side[u] + block * F::kSide * kPanelRows;
-          const BlockActs<V> acts{dx, xs[t], S == 2 ? halves + t * hld + 2 * block : nullptr};
+          const BlockActs<V> acts{dx,
+                                  xs[t],
+                                  {S == 2 ? act_half_sum(xg[t], lane, 0) : 0,
+                                   S == 2 ? act_half_sum(xg[t], lane, 1) : 0}};
           acc[u][t][lane] = F::template finish<V>(s, isum[u][t], acts, acc[u][t][lane]);
         }
       }
@@ -212,29 +212,13 @@ void panel_tokens(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, co
 
 // panel_tokens for nt <= T tokens.
 template <typename F, typename V, int P, int T>
-void panel_tail(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, const int32_t* halves,
-                size_t hld, int64_t nt, float* y, size_t ldy) {
+void panel_tail(const Panels<F>& p, int rows, const uint8_t* x, size_t ldx, int64_t nt, float* y,
+                size_t ldy) {
   if constexpr (T > 0) {
     if (nt == T) {
-      panel_tokens<F, V, P, T>(p, rows, x, ldx, halves, hld, y, ldy);
+      panel_tokens<F, V, P, T>(p, rows, x, ldx, y, ldy);
     } else {
-      panel_tail<F, V, P, T - 1>(p, rows, x, ldx, halves, hld, nt, y, ldy);
-    }
-  }
-}
-
-// The sums of each block's first and last 16 activation quants, [block][2], for `blocks` blocks
-// of one activation row (act_layout.h).
-inline void halves_of(const uint8_t* x, int64_t blocks, int32_t* out) {
-  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int h = 0; h < 2; ++h) {
-      // Unsigned q + 128, summed in two 64-bit lanes, then the offset taken off.
-      const auto* at = reinterpret_cast<const __m128i*>(x + act_quant_offset(b, 16 * h));
-      const __m128i sad =
-          _mm_sad_epu8(_mm_xor_si128(_mm_loadu_si128(at), flip), _mm_setzero_si128());
-      out[2 * b + h] =
-          _mm_cvtsi128_si32(_mm_add_epi64(sad, _mm_unpackhi_epi64(sad, sad))) - 16 * 128;
+      panel_tail<F, V, P, T - 1>(p, rows, x, ldx, nt, y, ldy);
     }
   }
 }
@@ -252,13 +236,9 @@ template <typename F, typename V>
   const auto side_floats = static_cast<size_t>(kSet * blocks * F::kSide * kPanelRows);
   const int64_t block = std::max<int64_t>(
       kPanelMinTokens, static_cast<int64_t>(kPanelActBytes / ldx) / kTokens * kTokens);
-  // Two sums per block: each token's sums per 16 quants, made once per token block.
-  const auto hld = static_cast<size_t>(2 * blocks);
-  const size_t half_ints = F::kSums == 2 ? hld * static_cast<size_t>(std::min(block, nt)) : 0;
-  AlignedBuffer buffer(code_bytes + side_floats * sizeof(float) + half_ints * sizeof(int32_t));
+  AlignedBuffer buffer(code_bytes + side_floats * sizeof(float));
   auto* codes = static_cast<uint8_t*>(buffer.data());
   auto* side = reinterpret_cast<float*>(codes + code_bytes);
-  auto* halves = reinterpret_cast<int32_t*>(side + side_floats);
   const Panels<F> panels{codes, side, groups};
   const auto* xb = static_cast<const uint8_t*>(x);
   constexpr int64_t kSetRows = kSet * kPanelRows;
@@ -266,9 +246,6 @@ template <typename F, typename V>
   // repacks the panels, which costs far less than streaming the activations from L3 per panel.
   for (int64_t b0 = 0; b0 < nt; b0 += block) {
     const int64_t b1 = std::min(nt, b0 + block);
-    if constexpr (F::kSums == 2) {
-      for (int64_t t = b0; t < b1; ++t) halves_of(xb + t * ldx, blocks, halves + (t - b0) * hld);
-    }
     for (int64_t r0 = 0; r0 < nr; r0 += kSetRows) {
       const int rows = static_cast<int>(std::min(kSetRows, nr - r0));
       const int used = (rows + kPanelRows - 1) / kPanelRows;
@@ -279,16 +256,15 @@ template <typename F, typename V>
       for (int64_t t0 = b0; t0 < b1; t0 += kTokens) {
         const int64_t tt = std::min<int64_t>(kTokens, b1 - t0);
         const uint8_t* xt = xb + t0 * ldx;
-        const int32_t* ht = halves + (t0 - b0) * hld;
         float* yt = y + t0 * ldy + r0;
         if (used == kSet) {
-          panel_tail<F, V, kSet, kTokens>(panels, rows, xt, ldx, ht, hld, tt, yt, ldy);
+          panel_tail<F, V, kSet, kTokens>(panels, rows, xt, ldx, tt, yt, ldy);
           continue;
         }
         // The last rows of the product: their panels one at a time.
         for (int i = 0; i < used; ++i) {
           panel_tail<F, V, 1, kTokens>(panels.one(i), std::min(kPanelRows, rows - i * kPanelRows),
-                                       xt, ldx, ht, hld, tt, yt + i * kPanelRows, ldy);
+                                       xt, ldx, tt, yt + i * kPanelRows, ldy);
         }
       }
     }
