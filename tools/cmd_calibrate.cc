@@ -141,7 +141,9 @@ int cmd_calibrate(int argc, char** argv) {
                  "one per layer for small models, else 1)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--search-tokens", o.search_tokens,
-                 "--scope model: held-out tokens each step of the search evaluates")
+                 "--scope model: held-out tokens each step of the search evaluates (the search "
+                 "keeps the dense model's next-token distributions: 2 bytes per token and "
+                 "vocabulary entry)")
       ->capture_default_str();
   app.add_option("--epochs", o.epochs, "predictor training epochs")->capture_default_str();
   app.add_option("--max-samples", o.max_samples,
