@@ -122,8 +122,10 @@ TEST(KernelsQ8Activations, FastQuantizerIsIdenticalToReference) {
 // minimum term reads them).
 TEST(KernelsQ8KActivations, FastQuantizerIsIdenticalToReferenceWithSumsOf16) {
   HEARTH_REQUIRE_AVX2();
-  const WeightKernels& f = cpu::select_kernels(cpu::Isa::Avx2).weights(DType::Q2_K);
-  const WeightKernels& r = cpu::generic::kernels().weights(DType::Q2_K);
+  const Kernels fast = cpu::select_kernels(cpu::Isa::Avx2);
+  const Kernels ref = cpu::generic::kernels();
+  const WeightKernels& f = fast.weights(DType::Q2_K);
+  const WeightKernels& r = ref.weights(DType::Q2_K);
   ASSERT_EQ(f.act, ActFormat::Q8K);
   for (int64_t cols : {256, 512, 1280}) {
     const auto x = test::random_floats(cols, static_cast<uint32_t>(cols));
