@@ -13,6 +13,8 @@ namespace hearth::calib {
 HeldoutDivergence::HeldoutDivergence(std::shared_ptr<const Model> model,
                                      std::span<const int32_t> tokens, int64_t window, int n_threads)
     : model_(std::move(model)), tokens_(tokens), window_(window), n_threads_(n_threads) {
+  // At most one scored position per token.
+  reference_.reserve(tokens.size() * static_cast<size_t>(model_->config().n_vocab));
   dense_ = run(nullptr);
 }
 

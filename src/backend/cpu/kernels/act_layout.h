@@ -44,14 +44,20 @@ constexpr int64_t act_scale_offset(int64_t b) {
   return b / kActGroupBlocks * kActGroupBytes + kActScalesOffset +
          act_lane(b % kActGroupBlocks) * 4;
 }
+// Within an activation group: the int32 sum of the block in lane `lane` (Q8 rows), and the int16
+// sum of its first (half 0) or last 16 quants (Q8K rows).
+constexpr int64_t act_group_sum_at(int lane) { return kActSumsOffset + 4 * lane; }
+constexpr int64_t act_group_half_at(int lane, int64_t half) {
+  return kActSumsOffset + (2 * lane + half) * 2;
+}
 constexpr int64_t act_sum_offset(int64_t b) {
-  return b / kActGroupBlocks * kActGroupBytes + kActSumsOffset + act_lane(b % kActGroupBlocks) * 4;
+  return b / kActGroupBlocks * kActGroupBytes + act_group_sum_at(act_lane(b % kActGroupBlocks));
 }
 
 // Byte offset in a Q8K row of the int16 sum of quants [16 half, 16 half + 16) of block b.
 constexpr int64_t act_sum16_offset(int64_t b, int64_t half) {
-  return b / kActGroupBlocks * kActGroupBytes + kActSumsOffset +
-         (2 * act_lane(b % kActGroupBlocks) + half) * 2;
+  return b / kActGroupBlocks * kActGroupBytes +
+         act_group_half_at(act_lane(b % kActGroupBlocks), half);
 }
 
 // Block b's scale and sums in an activation row, from the sums of its first and last 16 quants:
@@ -70,7 +76,7 @@ inline void store_act_sums(uint8_t* row, int64_t b, float d, const int16_t (&hal
 // the activation group at `group`.
 inline int32_t act_half_sum(const uint8_t* group, int lane, int h) {
   int16_t half;
-  std::memcpy(&half, group + kActSumsOffset + 4 * lane + 2 * h, sizeof half);
+  std::memcpy(&half, group + act_group_half_at(lane, h), sizeof half);
   return half;
 }
 
@@ -79,7 +85,7 @@ inline int32_t act_half_sum(const uint8_t* group, int lane, int h) {
 inline int32_t act_block_sum(const uint8_t* group, int lane, bool q8k) {
   if (q8k) return act_half_sum(group, lane, 0) + act_half_sum(group, lane, 1);
   int32_t sum;
-  std::memcpy(&sum, group + kActSumsOffset + 4 * lane, sizeof sum);
+  std::memcpy(&sum, group + act_group_sum_at(lane), sizeof sum);
   return sum;
 }
 
