@@ -21,25 +21,16 @@ struct SuperBlockFormat {
   static Act act(const ActPair& a) { return a; }
 };
 
-// Codes u in [0, 2c) standing for u - c, with per-16 scales (Q6_K: c = 32, Q3_K: c = 4): the
-// activation side carries c . x, subtracted in int16 (|u . x| and |c . x| stay below 2^15).
-template <int C>
-struct OffsetAct {
-  ActPair x;
-  __m256i off_lo, off_hi;
-  static OffsetAct make(const ActPair& a) {
-    const __m256i c = _mm256_set1_epi8(C);
-    return {a, _mm256_maddubs_epi16(c, a.lo), _mm256_maddubs_epi16(c, a.hi)};
-  }
-};
+// Two blocks' codes with the int16 scales of their halves (per-16 scales).
 struct ScaledPair {
   __m256i lo, hi, sc_lo, sc_hi;
 };
-template <typename Dp, int C>
-__m256i offset_products(const ScaledPair& w, const OffsetAct<C>& a) {
-  const __m256i lo = _mm256_sub_epi16(_mm256_maddubs_epi16(w.lo, a.x.lo), a.off_lo);
-  const __m256i hi = _mm256_sub_epi16(_mm256_maddubs_epi16(w.hi, a.x.hi), a.off_hi);
-  return Dp::scaled(lo, w.sc_lo, hi, w.sc_hi);
+// Codes times activations, each int16 pair sum times the scale of its 16 weights (|u . x| of a
+// pair stays below 2^15 for codes up to 63).
+template <typename Dp>
+__m256i scaled_products(const ScaledPair& w, const ActPair& a) {
+  return Dp::scaled(_mm256_maddubs_epi16(w.lo, a.lo), w.sc_lo, _mm256_maddubs_epi16(w.hi, a.hi),
+                    w.sc_hi);
 }
 
 // Two blocks' codes in the activation pair's layout.
@@ -161,17 +152,24 @@ struct FormatQ5_K : K4Format<Dp, BlockQ5_K> {
   }
 };
 
-// What Q6_K and Q3_K share: offset codes (OffsetAct) with per-16 int8 scales and one f16 d.
+// What Q6_K and Q3_K share: codes u in [0, 2C) standing for u - C (Q6_K: C = 32, Q3_K: C = 4),
+// with per-16 int8 scales and one f16 d. The tree sums the scaled u . x; C times each scale
+// times its 16 activations' sum comes off after it (kSums16), one vpmaddwd per group against
+// the row's sums of 16, so each block's sum is the integer the reference's (u - C) . x reaches
+// and no token pays for C . x per pair.
 template <typename Dp, typename B, int C>
 struct OffsetFormat : SuperBlockFormat<B> {
+  static constexpr bool kSums16 = true;
   struct Group {
     const B* b;
-    __m256i scales;
+    __m256i scales;   // int16 (sub16_scales)
+    __m256i offsets;  // C times the scales
     __m256 d;
     // The block at w with its 16 scales (int8, sub-block order).
     static Group make(const uint8_t* w, __m128i (*scale_bytes)(const B&)) {
       const auto* b = reinterpret_cast<const B*>(w);
-      return {b, sub16_scales(scale_bytes(*b)), broadcast_f16(b->d)};
+      const __m256i scales = sub16_scales(scale_bytes(*b));
+      return {b, scales, offsets_of(scales), broadcast_f16(b->d)};
     }
     // Pair p's codes, with the scales of its halves.
     ScaledPair with_scales(__m256i lo, __m256i hi, int p) const {
@@ -179,11 +177,18 @@ struct OffsetFormat : SuperBlockFormat<B> {
     }
   };
   using Pair = ScaledPair;
-  using Act = OffsetAct<C>;
-  static Act act(const ActPair& a) { return Act::make(a); }
-  static __m256i products(const Pair& w, const Act& a) { return offset_products<Dp>(w, a); }
-  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256 acc) {
-    return fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
+  static __m256i offsets_of(__m256i scales) {
+    return _mm256_mullo_epi16(scales, _mm256_set1_epi16(C));
+  }
+  static __m256i products(const Pair& w, const ActPair& a) { return scaled_products<Dp>(w, a); }
+  // acc + (s - offsets . s16) * (d * dx): the block sums less C times their scaled sums of 16.
+  static __m256 finish_offsets(__m256i offsets, __m256 d, __m256i s, __m256 dx, __m256i s16,
+                               __m256 acc) {
+    const __m256i less_offset = _mm256_sub_epi32(s, _mm256_madd_epi16(offsets, s16));
+    return fma_term(_mm256_cvtepi32_ps(less_offset), d, dx, acc);
+  }
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256i s16, __m256 acc) {
+    return finish_offsets(g.offsets, g.d, s, dx, s16, acc);
   }
 };
 
@@ -260,32 +265,23 @@ struct FormatQ2_K : SuperBlockFormat<BlockQ2_K> {
   struct Group {
     const BlockQ2_K* b;
     __m256i scales;
-    __m256i mins;  // int16, in the activations' order of sums of 16 (mins_by_lane)
+    __m256i mins;  // int16, in the order of the sums of 16 (sub16_unsigned)
     __m256 d, neg_dmin;
   };
   using Pair = ScaledPair;
-  // 16 bytes, one per 16 weights in sub-block order, as int16 in the sums of 16's order: block k's
-  // two at elements 2 act_lane(k) and 2 act_lane(k) + 1.
-  static __m256i mins_by_lane(__m128i per16) {
-    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-        per16, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
-  }
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const BlockQ2_K*>(w);
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
     const __m128i low4 = _mm_set1_epi8(0x0f);
     return {b, sub16_scales(_mm_and_si128(sm, low4)),
-            mins_by_lane(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)), broadcast_f16(b->d),
+            sub16_unsigned(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)), broadcast_f16(b->d),
             _mm256_set1_ps(-half_to_float(b->dmin))};
   }
   static ScaledPair pair(const Group& g, int p) {
     const CodePair codes = interleave(crumbs(g.b->qs, p));
     return {codes.lo, codes.hi, scale16(g.scales, 2 * p), scale16(g.scales, 2 * p + 1)};
   }
-  static __m256i products(const ScaledPair& w, const Act& a) {
-    return Dp::scaled(_mm256_maddubs_epi16(w.lo, a.lo), w.sc_lo, _mm256_maddubs_epi16(w.hi, a.hi),
-                      w.sc_hi);
-  }
+  static __m256i products(const ScaledPair& w, const Act& a) { return scaled_products<Dp>(w, a); }
   static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256i s16, __m256 acc) {
     acc = fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
     return fma_term(_mm256_cvtepi32_ps(_mm256_madd_epi16(g.mins, s16)), g.neg_dmin, dx, acc);

@@ -11,8 +11,9 @@
 // (block_codes.h's isum) in lane order, and F::finish applies the float factors with one FMA per
 // term, in the reference's order: isum * (D * dx), then msum * (M * dx).
 //
-// Q2_K's minimum term, whose mins are per 16 weights, comes after the tree from the activation
-// row's sums of 16 (F::kSums16: one vpmaddwd per group, ActSide and finish_group below).
+// Terms per 16 weights that multiply the activations' sums (Q2_K's minimum term, the offset of
+// Q6_K's and Q3_K's codes) come after the tree from the activation row's sums of 16 (F::kSums16:
+// one vpmaddwd per group, ActSide and finish_group below).
 // Per-32 scales are applied after the tree as floats: |isum| < 2^24 for every such type (Q8
 // quants are at most 127 in magnitude), so float(qx) * s is exactly float(s * qx).
 //
@@ -89,13 +90,17 @@ inline __m256i iq4_values(__m256i nibbles) {
   return _mm256_shuffle_epi8(table, nibbles);
 }
 
-// 16 per-16 scales (int8, sub-block order) arranged for scale16: the low lane holds sub-blocks
-// 0 1 4 5 8 9 12 13 as int16, the high lane 2 3 6 7 10 11 14 15, so pair p finds the scales of
-// its halves at lane elements 2p (lo) and 2p + 1 (hi) without crossing lanes.
-inline __m256i sub16_scales(__m128i bytes) {
-  const __m128i order = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, order));
+// 16 per-16 values (bytes, sub-block order) arranged for scale16: the low lane holds sub-blocks
+// 0 1 4 5 8 9 12 13 as int16, the high lane 2 3 6 7 10 11 14 15, so pair p finds the values of
+// its halves at lane elements 2p (lo) and 2p + 1 (hi) without crossing lanes. It is also the
+// order of the activations' sums of 16 (act_layout.h), so one vpmaddwd against those sums leaves
+// each block's sum of its two 16-weight terms in the block's lane. Signed, or unsigned.
+inline __m128i per16_order(__m128i bytes) {
+  return _mm_shuffle_epi8(bytes,
+                          _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
 }
+inline __m256i sub16_scales(__m128i bytes) { return _mm256_cvtepi8_epi16(per16_order(bytes)); }
+inline __m256i sub16_unsigned(__m128i bytes) { return _mm256_cvtepu8_epi16(per16_order(bytes)); }
 // Element i of each lane of sub16_scales' vector, in all 8 int16 of its lane.
 inline __m256i scale16(__m256i scales, int i) {
   return _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * i)));
@@ -128,8 +133,8 @@ inline __m256 fma_term(__m256 isum, __m256 d, __m256 dx, __m256 acc) {
 
 // What a group's finish reads of one token's activation group besides the integer sums: the
 // blocks' scales and quant sums, and in the Q8K rows of the super-block formats (kGroupBlocks 1)
-// the sums of 16 that their quant sums are stored as (act_layout.h), which Q2_K's minimum per 16
-// weights takes (F::kSums16).
+// the sums of 16 that their quant sums are stored as (act_layout.h), which the terms per 16
+// weights take (F::kSums16).
 struct ActSide {
   __m256 dx;
   __m256i xs, s16;

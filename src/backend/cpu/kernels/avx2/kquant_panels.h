@@ -100,8 +100,8 @@ struct PanelQ5_K : K4PanelFormat<PanelQ5_K, BlockQ5_K> {
 };
 
 // Q6_K and Q3_K: codes u standing for u - C, a signed scale per 16 weights and one f16 d. Each
-// half of a sub-block has its own sum, started at -C times the half's activation sum as
-// OffsetAct takes C . x off; the halves are scaled in integers and finished as OffsetFormat
+// half of a sub-block has its own sum, started at -C times the half's activation sum, so that it
+// is the half's (u - C) . x; the halves are scaled in integers and finished as OffsetFormat
 // does. Derived gives scale16(b, s), the scale of weights 16s..16s+15.
 template <typename Derived, typename B, int C>
 struct Offset16PanelFormat : SuperBlockPanelFormat<Derived, B> {

@@ -82,83 +82,62 @@ struct WideFormatIQ4_XS : Base {
 };
 
 // Q6_K and Q3_K: codes u standing for u - C, an int8 scale per 16 weights and one f16 d (Base:
-// the 256-bit OffsetFormat, whose scale_bytes and finish are kept). Codes::quad(b, q) gives the
-// unsigned codes of pairs 2q and 2q + 1 in the activation pairs' order (128-bit quarters: block
-// 2p's first 16 codes, block 2p + 1's, then their last 16), so each 128-bit lane of a pair's
-// product covers one scale's 16 weights. The two forms below differ in where the scales enter;
-// both reach the 256-bit format's integers.
+// the 256-bit OffsetFormat, whose group and finish are kept: C times each scale's activation sum
+// of 16 comes off after the tree). Codes::quad(b, q) gives the unsigned codes of pairs 2q and
+// 2q + 1 in the activation pairs' order (128-bit quarters: block 2p's first 16 codes, block
+// 2p + 1's, then their last 16), so each 128-bit lane of a pair's product covers one scale's 16
+// weights. The two forms below differ in where the scales enter; both reach the 256-bit format's
+// integers.
 template <typename Base>
 struct WideScale16Group : Base {
   struct Group {
     const typename Base::Block* b;
-    __m512i scales;  // the 16 scales as int32 in the tree's order (tree_order)
+    __m512i scales;   // the 16 scales as int32 in the tree's order (tree_order)
+    __m256i offsets;  // Base's: C times the scales, in the order of the sums of 16
     __m256 d;
   };
   static Group group(const uint8_t* w) {
     const auto* b = reinterpret_cast<const typename Base::Block*>(w);
-    return {b, _mm512_cvtepi8_epi32(tree_order(Base::scale_bytes(*b))), avx2::broadcast_f16(b->d)};
+    const __m128i bytes = Base::scale_bytes(*b);
+    return {b, _mm512_cvtepi8_epi32(tree_order(bytes)), Base::offsets_of(avx2::sub16_scales(bytes)),
+            avx2::broadcast_f16(b->d)};
   }
-  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256 acc) {
-    return avx2::fma_term(_mm256_cvtepi32_ps(s), g.d, dx, acc);
+  static __m256 finish(const Group& g, __m256i s, __m256 dx, __m256i, __m256i s16, __m256 acc) {
+    return Base::finish_offsets(g.offsets, g.d, s, dx, s16, acc);
   }
 };
 
-// Scales per pair, as the 256-bit format applies them: maddubs, minus C times the activations'
-// pair sums, each int16 pair times its 16-weight scale (Q6_K: with the scales after the tree
-// instead, it read faster from L2 but more slowly from DRAM, docs/benchmarks.md).
-template <typename Base, int C, typename Codes>
-struct WideOffset16Format : WideScale16Group<Base> {
+// Scales per pair, as the 256-bit format applies them: each int16 pair sum of maddubs times the
+// scale of its 16 weights (Q6_K: with the scales after the tree instead, it read faster from L2
+// but more slowly from DRAM, docs/benchmarks.md).
+template <typename Base, typename Codes>
+struct WideScale16Pairs : WideScale16Group<Base> {
   using Group = typename WideScale16Group<Base>::Group;
-  struct WideAct {
-    PlainQuadAct x;
-    __m512i off_first, off_second;  // C . x as int16 pair sums
-  };
-  static WideAct wide_act(const uint8_t* x) {
-    const PlainQuadAct a = PlainQuadAct::load(x);
-    const __m512i c = _mm512_set1_epi8(C);
-    return {a, _mm512_maddubs_epi16(c, a.first), _mm512_maddubs_epi16(c, a.second)};
-  }
-
-  // Pair p of the group: codes times activations, less the offset, each int16 pair times the
-  // scale of its 16 weights (int16 element 2p of every 128-bit lane of g.scales, the low half
-  // of int32 element p).
-  static __m512i pair_sums(const Group& g, int p, __m512i codes, __m512i x, __m512i off) {
+  // Pair p of the group: codes times activations, each int16 pair times the scale of its 16
+  // weights (int16 element 2p of every 128-bit lane of g.scales, the low half of int32 element
+  // p).
+  static __m512i pair_sums(const Group& g, int p, __m512i codes, __m512i x) {
     const int lo = 4 * (p % 4);
     const __m512i pick = _mm512_set1_epi16(static_cast<int16_t>(lo | (lo + 1) << 8));
     const __m512i sc = _mm512_shuffle_epi8(g.scales, pick);
-    return _mm512_madd_epi16(_mm512_sub_epi16(_mm512_maddubs_epi16(codes, x), off), sc);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), sc);
   }
 
-  static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
+  static __m512i quad_sums(const Group& g, int q, const PlainQuadAct& a) {
     const QuadCodes c = Codes::quad(*g.b, q);
-    return pair_add(pair_sums(g, 2 * q, c.first, a.x.first, a.off_first),
-                    pair_sums(g, 2 * q + 1, c.second, a.x.second, a.off_second));
+    return pair_add(pair_sums(g, 2 * q, c.first, a.first),
+                    pair_sums(g, 2 * q + 1, c.second, a.second));
   }
 };
 
-// Scales after the tree: each vpdpbusd starts from -C times the activations' sums of 4 (made
-// once per token), so the tree's 16 sums are the scales' sums of (u - C) . x, and one vpmulld
-// per group and token multiplies each by its scale.
-template <typename Base, int C, typename Codes>
-struct WideOffset16TreeScaled : WideScale16Group<Base> {
+// Scales after the tree: plain vpdpbusd products, so the tree's 16 sums are those of u . x per
+// 16 weights, and one vpmulld per group and token multiplies each by its scale.
+template <typename Base, typename Codes>
+struct WideScale16Tree : WideScale16Group<Base> {
   using Group = typename WideScale16Group<Base>::Group;
   static __m512i scale_sums(const Group& g, __m512i s) { return _mm512_mullo_epi32(s, g.scales); }
-
-  struct WideAct {
-    PlainQuadAct x;
-    __m512i start_first, start_second;  // -C . x, 4 activations to an int32 lane
-  };
-  static WideAct wide_act(const uint8_t* x) {
-    const PlainQuadAct a = PlainQuadAct::load(x);
-    const __m512i c = _mm512_set1_epi8(C), zero = _mm512_setzero_si512();
-    return {a, _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c, a.first)),
-            _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, c, a.second))};
-  }
-
-  static __m512i quad_sums(const Group& g, int q, const WideAct& a) {
-    const QuadCodes c = Codes::quad(*g.b, q);
-    return pair_add(_mm512_dpbusd_epi32(a.start_first, c.first, a.x.first),
-                    _mm512_dpbusd_epi32(a.start_second, c.second, a.x.second));
+  static __m512i quad_sums(const Group& g, int q, const PlainQuadAct& a) {
+    return plain_quad_sums(Codes::quad(*g.b, q), a);
   }
 };
 
@@ -212,13 +191,13 @@ struct WideCodesQ3_K {
 
 // Q2_K: 2-bit codes with a 4-bit scale and a 4-bit min per 16 weights (Base: the 256-bit
 // FormatQ2_K, whose minimum term and finish this one keeps). One tree from the codes, scaled after
-// the tree as WideOffset16TreeScaled does.
+// the tree as WideScale16Tree does.
 template <typename Base>
 struct WideFormatQ2_K : Base {
   struct Group {
     const BlockQ2_K* b;
     __m512i scales;  // int32, in the tree's order (tree_order)
-    __m256i mins;    // int16, in the activations' order of sums of 16 (Base::mins_by_lane)
+    __m256i mins;    // int16, in the order of the sums of 16 (avx2::sub16_unsigned)
     __m256 d, neg_dmin;
   };
   static Group group(const uint8_t* w) {
@@ -226,7 +205,7 @@ struct WideFormatQ2_K : Base {
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales));
     const __m128i low4 = _mm_set1_epi8(0x0f);
     return {b, _mm512_cvtepu8_epi32(tree_order(_mm_and_si128(sm, low4))),
-            Base::mins_by_lane(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)),
+            avx2::sub16_unsigned(_mm_and_si128(_mm_srli_epi16(sm, 4), low4)),
             avx2::broadcast_f16(b->d), _mm256_set1_ps(-avx2::half_to_float(b->dmin))};
   }
   static __m512i scale_sums(const Group& g, __m512i s) { return _mm512_mullo_epi32(s, g.scales); }
@@ -240,8 +219,8 @@ struct WideFormatQ2_K : Base {
 };
 
 template <typename Base>
-using WideFormatQ6_K = WideOffset16Format<Base, 32, WideCodesQ6_K>;
+using WideFormatQ6_K = WideScale16Pairs<Base, WideCodesQ6_K>;
 template <typename Base>
-using WideFormatQ3_K = WideOffset16TreeScaled<Base, 4, WideCodesQ3_K>;
+using WideFormatQ3_K = WideScale16Tree<Base, WideCodesQ3_K>;
 
 }  // namespace hearth::cpu::avx512
