@@ -85,7 +85,8 @@ void bm_sparse_axpy(benchmark::State& state, DType t) {
 
 // A decode step through a float input-major copy [kEmbd inputs, kFf outputs] (model-wide
 // thresholds, as ffn_up's copy): lane_matvec over a random `density`% of the inputs, whose sums
-// are the dense matvec's bits. Bytes/s counts the active rows, as above.
+// are the dense matvec's bits, its rows lane-grouped (as the models' copies are) or in input
+// order. Bytes/s counts the active rows, as above.
 void bm_lane_matvec(benchmark::State& state, DType t) {
   cpu::CpuContext ctx(static_cast<int>(state.range(1)));
   const WeightSet& w = cached_weights(t, kEmbd, kFf, kColdBytes);
@@ -105,7 +106,7 @@ void bm_lane_matvec(benchmark::State& state, DType t) {
   for (auto _ : state) {
     const std::vector<int32_t>& idx = sets[i % kSets];
     lane_matvec(ctx, t, t, w.get(i), kEmbd, kFf, idx.data(), static_cast<int64_t>(idx.size()),
-                a.data(), y.data());
+                a.data(), y.data(), state.range(2) != 0);
     rows_read += static_cast<int64_t>(idx.size());
     ++i;
     benchmark::DoNotOptimize(y.data());
@@ -164,8 +165,8 @@ BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_lane_matvec, f16, DType::F16)
-    ->ArgNames({"density%", "threads"})
-    ->ArgsProduct({{100, 50, 20}, {1, 2}})
+    ->ArgNames({"density%", "threads", "grouped"})
+    ->ArgsProduct({{100, 50, 20}, {1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)

@@ -27,7 +27,7 @@ void input_major_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_
   }
   for (int64_t t = 0; t < n; ++t) {
     lane_matvec(ctx, m.type, m_t.type, m_t.data, m_t.rows, m_t.cols, in.idx + t * in.ld,
-                in.counts[t], in.a + t * in.ld, y + t * m_t.cols);
+                in.counts[t], in.a + t * in.ld, y + t * m_t.cols, /*lane_grouped=*/true);
   }
 }
 

@@ -27,9 +27,10 @@ struct SparseInputs {
 bool input_sparse_reads_copy(const Matrix& m, const Matrix& m_t, int64_t n);
 
 // y[n, m.rows] = x · m^T for the zeroed input whose non-zero elements are `in`, through m_t,
-// reading only the rows of those inputs: float copies token by
-// token in m's sums' lane order (lane_matvec: the bits of linear(m)), quantized ones through
-// sparse_axpy_each (each token a lone decode step's bits).
+// reading only the rows of those inputs: float copies (whose rows are lane-grouped,
+// lane_grouped_row) token by token in m's sums' lane order (lane_matvec: the bits of
+// linear(m)), quantized ones (rows in input order) through sparse_axpy_each (each token a lone
+// decode step's bits).
 void input_major_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
                          const SparseInputs& in, int64_t n, float* y);
 

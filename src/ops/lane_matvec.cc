@@ -16,7 +16,8 @@
 namespace hearth {
 
 void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
-                 int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y) {
+                 int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y,
+                 bool lane_grouped) {
   axpy_detail::check_args("lane_matvec", wtype_t, rows, cols, idx, n_idx, 1);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
   constexpr int kMaxLanes = 64;
@@ -24,6 +25,9 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   if (lanes <= 0 || lanes > kMaxLanes || (lanes & (lanes - 1)) != 0 ||
       ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
     fail("lane_matvec: ", dtype_name(wtype), " to ", dtype_name(wtype_t), " is not float to float");
+  }
+  if (lane_grouped && kLaneGroups % lanes != 0) {
+    fail("lane_matvec: ", lanes, " lanes do not divide the copy's ", kLaneGroups, " lane groups");
   }
   if (cols == 0) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype_t);
@@ -51,7 +55,7 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   std::copy(start, start + lanes, next);
   for (int64_t j = 0; j < n_idx; ++j) {
     const int64_t at = next[idx[j] & lane_mask]++;
-    by_lane[at] = idx[j];
+    by_lane[at] = lane_grouped ? static_cast<int32_t>(lane_grouped_row(idx[j], rows)) : idx[j];
     coef[at] = a[j];
   }
   const auto* wb = static_cast<const uint8_t*>(w_t);

@@ -50,8 +50,22 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
 // output is summed as the dense kernels sum it (WeightKernels::dot_lanes), each lane's terms in
 // order, a zero input's term being an exact zero the dense kernels add and this skips. So a
 // token's product is the same through either matrix, and a batch may take whichever is faster.
+// W_t's rows are in input order, or lane-grouped (lane_grouped_row).
 void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
-                 int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y);
+                 int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y,
+                 bool lane_grouped);
+
+// The lane-grouped order of an input-major copy's rows: the inputs i with i % kLaneGroups = 0 in
+// ascending order, then those with 1, and so on. lane_matvec sums each of a dot product's lanes
+// (inputs i = l mod L, L dividing kLaneGroups) as one run of rows, so in this order a lane's rows
+// lie in one (L = 16) or two (L = 8) contiguous stretches of the copy, which it reads nearly as a
+// stream, where in input order its rows lie L rows apart. Returns the row of input i in a copy of
+// `rows` inputs.
+inline constexpr int64_t kLaneGroups = 16;
+inline int64_t lane_grouped_row(int64_t i, int64_t rows) {
+  const int64_t g = i % kLaneGroups, per = rows / kLaneGroups, extra = rows % kLaneGroups;
+  return g * per + (g < extra ? g : extra) + i / kLaneGroups;
+}
 
 // Each row of x[n, cols] as the list of its non-zero elements: their columns, ascending, into
 // idx[t * cols, + counts[t]) and their values into a[t * cols, ...]. Returns how many columns are

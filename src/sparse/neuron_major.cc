@@ -11,6 +11,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "core/quantize.h"
 #include "hearth/types.h"
+#include "ops/sparse_matmul.h"
 
 namespace hearth::sparse {
 
@@ -158,6 +159,17 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
   InputMajor out;
   Transposer transpose;
+  // The inputs in the order of a copy's rows: lane-grouped for float copies (lane_matvec reads
+  // them), else input order (null).
+  std::vector<int32_t> grouped;
+  const auto row_order = [&grouped](DType type, int64_t inputs) -> const int32_t* {
+    if (dtype_block_size(type) != 1) return nullptr;
+    grouped.resize(static_cast<size_t>(inputs));
+    for (int64_t i = 0; i < inputs; ++i) {
+      grouped[static_cast<size_t>(lane_grouped_row(i, inputs))] = static_cast<int32_t>(i);
+    }
+    return grouped.data();
+  };
   for (size_t il = 0; il < layers.size(); ++il) {
     const LayerWeights& l = layers[il];
     InputMajorLayer& t = out.layers.emplace_back();
@@ -173,14 +185,15 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
         return dtype_block_size(type) == 1 || read < axpy_crossover(type);
       });
     };
-    const auto copy = [&out, &transpose](const Matrix& w) {
-      return w.present() ? transpose(w, input_major_type(w.type, w.rows), nullptr, out.storage)
-                         : Matrix{};
+    const auto copy = [&out, &transpose, &row_order](const Matrix& w) {
+      if (!w.present()) return Matrix{};
+      const DType type = input_major_type(w.type, w.rows);
+      return transpose(w, type, row_order(type, w.cols), out.storage);
     };
     if (pay(kAttnIn, {&l.wq, &l.wk, &l.wv})) {
       if (const std::optional<DType> joint = joint_qkv_type(l)) {
         const Matrix parts[] = {l.wq, l.wk, l.wv};
-        t.wqkv_t = transpose(parts, *joint, nullptr, out.storage);
+        t.wqkv_t = transpose(parts, *joint, row_order(*joint, l.wq.cols), out.storage);
       } else {
         t.wq_t = copy(l.wq);
         t.wk_t = copy(l.wk);

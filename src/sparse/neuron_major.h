@@ -41,10 +41,11 @@ DType neuron_major_type(DType t, int64_t n_embd);
 double axpy_crossover(DType t);
 
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
-// matrices keep their values exactly (F32, F16; BF16 becomes F32). Quantized ones are requantized
-// along the other axis from the file's values (their blocks run along the input), into a type of
-// about the file's size with fast axpy kernels (input_major_type), so that a step reads fewer
-// bytes than the dense product: that is a second rounding, which decode steps see and prompts
+// matrices keep their values exactly (F32, F16; BF16 becomes F32), their rows lane-grouped
+// (ops/sparse_matmul.h: lane_grouped_row), as lane_matvec reads them. Quantized ones are
+// requantized along the other axis from the file's values (their blocks run along the input), into
+// a type of about the file's size with fast axpy kernels (input_major_type), so that a step reads
+// fewer bytes than the dense product: that is a second rounding, which decode steps see and prompts
 // (the file's matrices) do not. The copies are made beside the file's matrices.
 //
 // A quantized copy is made only where it pays: where the input's calibrated share of skipped
