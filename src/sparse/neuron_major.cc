@@ -159,11 +159,12 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
   InputMajor out;
   Transposer transpose;
-  // The inputs in the order of a copy's rows: lane-grouped for float copies (lane_matvec reads
-  // them), else input order (null).
+  // The inputs in the order of a copy's rows: lane-grouped for float copies of float matrices
+  // (lane_matvec reads them), else input order (null: sparse_axpy_each reads them, including the
+  // F16 copies of quantized matrices whose outputs fit no block).
   std::vector<int32_t> grouped;
-  const auto row_order = [&grouped](DType type, int64_t inputs) -> const int32_t* {
-    if (dtype_block_size(type) != 1) return nullptr;
+  const auto row_order = [&grouped](DType from, DType type, int64_t inputs) -> const int32_t* {
+    if (dtype_block_size(from) != 1 || dtype_block_size(type) != 1) return nullptr;
     grouped.resize(static_cast<size_t>(inputs));
     for (int64_t i = 0; i < inputs; ++i) {
       grouped[static_cast<size_t>(lane_grouped_row(i, inputs))] = static_cast<int32_t>(i);
@@ -188,12 +189,12 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
     const auto copy = [&out, &transpose, &row_order](const Matrix& w) {
       if (!w.present()) return Matrix{};
       const DType type = input_major_type(w.type, w.rows);
-      return transpose(w, type, row_order(type, w.cols), out.storage);
+      return transpose(w, type, row_order(w.type, type, w.cols), out.storage);
     };
     if (pay(kAttnIn, {&l.wq, &l.wk, &l.wv})) {
       if (const std::optional<DType> joint = joint_qkv_type(l)) {
         const Matrix parts[] = {l.wq, l.wk, l.wv};
-        t.wqkv_t = transpose(parts, *joint, row_order(*joint, l.wq.cols), out.storage);
+        t.wqkv_t = transpose(parts, *joint, row_order(l.wq.type, *joint, l.wq.cols), out.storage);
       } else {
         t.wq_t = copy(l.wq);
         t.wk_t = copy(l.wk);

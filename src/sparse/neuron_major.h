@@ -42,7 +42,8 @@ double axpy_crossover(DType t);
 
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
 // matrices keep their values exactly (F32, F16; BF16 becomes F32), their rows lane-grouped
-// (ops/sparse_matmul.h: lane_grouped_row), as lane_matvec reads them. Quantized ones are
+// (ops/sparse_matmul.h: lane_grouped_row), as lane_matvec reads them; every other copy keeps
+// its rows in input order. Quantized ones are
 // requantized along the other axis from the file's values (their blocks run along the input), into
 // a type of about the file's size with fast axpy kernels (input_major_type), so that a step reads
 // fewer bytes than the dense product: that is a second rounding, which decode steps see and prompts

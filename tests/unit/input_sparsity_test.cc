@@ -22,6 +22,7 @@
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/synth.h"
+#include "ops/sparse_matmul.h"
 #include "sparse/neuron_major.h"
 
 namespace hearth {
@@ -185,6 +186,46 @@ Matrix random_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed,
   auto& bytes = storage.emplace_back(static_cast<size_t>(rows * row_bytes(t, cols)));
   quantize_rows(t, values.data(), bytes.data(), rows, cols);
   return Matrix{t, bytes.data(), rows, cols};
+}
+
+// Each input's weights lie in the copy's row its reader expects: lane-grouped in float copies of
+// float matrices (lane_matvec), in input order in every other copy (sparse_axpy_each), the F16
+// copy of a quantized matrix whose outputs fit no block among them.
+TEST(InputSparsity, CopiesHoldEachInputsWeightsWhereTheirReaderLooks) {
+  struct Case {
+    DType type;
+    int64_t rows;  // outputs
+    DType copy;
+    bool grouped;
+  };
+  const Case cases[] = {{DType::F16, 48, DType::F16, true},
+                        {DType::BF16, 40, DType::F32, true},
+                        {DType::Q4_0, 40, DType::F16, false},
+                        {DType::Q8_0, 64, DType::Q8_0, false}};
+  constexpr int64_t kInputs = 96;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(dtype_name(c.type));
+    std::vector<std::vector<uint8_t>> storage;
+    LayerWeights l;
+    l.wo = random_matrix(c.type, c.rows, kInputs, 5, storage);
+    const sparse::InputMajor im = sparse::make_input_major({l}, {});
+    const Matrix& t = im.layers[0].wo_t;
+    ASSERT_EQ(t.type, c.copy);
+    ASSERT_EQ(t.rows, kInputs);
+    std::vector<float> w(static_cast<size_t>(c.rows * kInputs)), row(static_cast<size_t>(c.rows));
+    dequantize_row(c.type, l.wo.data, w.data(), c.rows * kInputs);
+    for (int64_t i = 0; i < kInputs; ++i) {
+      dequantize_row(t.type, t.row(c.grouped ? lane_grouped_row(i, kInputs) : i), row.data(),
+                     c.rows);
+      for (int64_t o = 0; o < c.rows; ++o) {
+        const float want = w[static_cast<size_t>(o * kInputs + i)];
+        // F16 rounds each value; Q8_0 by a step of its block's largest magnitude / 127.
+        const float tolerance = c.copy == DType::Q8_0 ? 0.05f : 1e-3f * std::fabs(want) + 1e-6f;
+        ASSERT_NEAR(row[static_cast<size_t>(o)], want, tolerance)
+            << "input " << i << " output " << o;
+      }
+    }
+  }
 }
 
 TEST(InputSparsity, JointQkvCopyHoldsTheBytesOfThreeCopies) {
