@@ -90,27 +90,11 @@ __m256 finish_less_offset(const typename Base::Group& g, __m256i s, __m256 dx, _
   return Base::finish(g, _mm256_sub_epi32(s, _mm256_slli_epi32(xs, Shift)), dx, xs, acc);
 }
 
-// What a format's activations are in the engine: F::WideAct, made by F::wide_act, where F has
-// them; plain loads (PlainQuadAct) otherwise.
-template <typename F>
-struct WideActOf {
-  using type = PlainQuadAct;
-  static type make(const uint8_t* x) { return PlainQuadAct::load(x); }
-};
-template <typename F>
-requires requires { typename F::WideAct; }
-struct WideActOf<F> {
-  using type = typename F::WideAct;
-  static type make(const uint8_t* x) { return F::wide_act(x); }
-};
-
 // The engine for avx2::GroupTiles, as avx2::BlockEngine but with zmm products. Besides F's
 // group() and finish(), a wide format gives
-//   WideAct, optionally: what it needs of one token's 128 activation bytes of pairs 2q and
-//            2q + 1 beyond plain loads (PlainQuadAct), made by wide_act(x) once per token and
-//            shared by the tile's rows;
 //   quad_sums(g, q, a): pair_add of the two pairs' int32 products (each a pair's partial sums
-//            in the lanes described above);
+//            in the lanes described above) against one token's 128 activation bytes of pairs
+//            2q and 2q + 1 (PlainQuadAct, loaded once per token and shared by the tile's rows);
 //   kHighShift, optionally: the x_hi sums come 2^kHighShift times too large (codes left in the
 //            high nibble, an exact factor) and are shifted back before the halves are added;
 //   scale_sums(g, s), optionally: the tree's 16 sums (one per 16 weights: 128-bit lane j holds
@@ -135,8 +119,8 @@ struct WideBlockEngine {
     __m512i sums[R][T];
 #pragma GCC unroll 2
     for (int q = 0; q < 2; ++q) {
-      typename WideActOf<F>::type a[T];
-      for (int t = 0; t < T; ++t) a[t] = WideActOf<F>::make(x[t] + 128 * q);
+      PlainQuadAct a[T];
+      for (int t = 0; t < T; ++t) a[t] = PlainQuadAct::load(x[t] + 128 * q);
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) {
           const __m512i v = F::quad_sums(g[r], q, a[t]);
