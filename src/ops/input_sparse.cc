@@ -9,19 +9,19 @@ namespace {
 // few tokens is fewer bytes than all of m. More tokens share m's rows in one matrix product.
 constexpr int64_t kLaneTokens = 4;
 
-bool both_float(const Matrix& m, const Matrix& m_t) {
-  return dtype_block_size(m.type) == 1 && dtype_block_size(m_t.type) == 1;
-}
-
 }  // namespace
 
+bool copy_is_lane_grouped(DType type, DType copy) {
+  return dtype_block_size(type) == 1 && dtype_block_size(copy) == 1;
+}
+
 bool input_sparse_reads_copy(const Matrix& m, const Matrix& m_t, int64_t n) {
-  return n <= kLaneTokens || !both_float(m, m_t);
+  return n <= kLaneTokens || !copy_is_lane_grouped(m.type, m_t.type);
 }
 
 void input_major_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m_t,
                          const SparseInputs& in, int64_t n, float* y) {
-  if (!both_float(m, m_t)) {
+  if (!copy_is_lane_grouped(m.type, m_t.type)) {
     return sparse_axpy_each(ctx, m_t.type, m_t.data, m_t.rows, m_t.cols, in.idx, in.a, in.ld,
                             in.counts, n, y);
   }

@@ -26,6 +26,11 @@ struct SparseInputs {
 // batch that is to give its tokens their decode steps' bits reads them.
 bool input_sparse_reads_copy(const Matrix& m, const Matrix& m_t, int64_t n);
 
+// Whether a copy of type `copy` of a matrix of type `type` is read by lane_matvec (both float),
+// which wants its rows lane-grouped (lane_grouped_row), rather than by sparse_axpy_each, which
+// wants them in input order. The copies are made (sparse/neuron_major.h) and read by this rule.
+bool copy_is_lane_grouped(DType type, DType copy);
+
 // y[n, m.rows] = x · m^T for the zeroed input whose non-zero elements are `in`, through m_t,
 // reading only the rows of those inputs: float copies (whose rows are lane-grouped,
 // lane_grouped_row) token by token in m's sums' lane order (lane_matvec: the bits of

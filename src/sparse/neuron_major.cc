@@ -11,6 +11,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "core/quantize.h"
 #include "hearth/types.h"
+#include "ops/input_sparse.h"
 #include "ops/sparse_matmul.h"
 
 namespace hearth::sparse {
@@ -159,12 +160,11 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
   InputMajor out;
   Transposer transpose;
-  // The inputs in the order of a copy's rows: lane-grouped for float copies of float matrices
-  // (lane_matvec reads them), else input order (null: sparse_axpy_each reads them, including the
-  // F16 copies of quantized matrices whose outputs fit no block).
+  // The inputs in the order of a copy's rows, as its reader wants them (copy_is_lane_grouped):
+  // lane-grouped, or input order (null).
   std::vector<int32_t> grouped;
   const auto row_order = [&grouped](DType from, DType type, int64_t inputs) -> const int32_t* {
-    if (dtype_block_size(from) != 1 || dtype_block_size(type) != 1) return nullptr;
+    if (!copy_is_lane_grouped(from, type)) return nullptr;
     grouped.resize(static_cast<size_t>(inputs));
     for (int64_t i = 0; i < inputs; ++i) {
       grouped[static_cast<size_t>(lane_grouped_row(i, inputs))] = static_cast<int32_t>(i);

@@ -42,12 +42,12 @@ double axpy_crossover(DType t);
 
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
 // matrices keep their values exactly (F32, F16; BF16 becomes F32), their rows lane-grouped
-// (ops/sparse_matmul.h: lane_grouped_row), as lane_matvec reads them; every other copy keeps
-// its rows in input order. Quantized ones are
-// requantized along the other axis from the file's values (their blocks run along the input), into
-// a type of about the file's size with fast axpy kernels (input_major_type), so that a step reads
-// fewer bytes than the dense product: that is a second rounding, which decode steps see and prompts
-// (the file's matrices) do not. The copies are made beside the file's matrices.
+// (lane_grouped_row), as lane_matvec reads them; every other copy keeps its rows in input order
+// (ops/input_sparse.h: copy_is_lane_grouped). Quantized ones are requantized along the other
+// axis from the file's values (their blocks run along the input), into a type of about the
+// file's size with fast axpy kernels (input_major_type), so that a step reads fewer bytes than
+// the dense product: that is a second rounding, which decode steps see and prompts (the file's
+// matrices) do not. The copies are made beside the file's matrices.
 //
 // A quantized copy is made only where it pays: where the input's calibrated share of skipped
 // elements (input_shares, ModelConfig's; all copies when empty) leaves fewer of its rows to read

@@ -82,11 +82,11 @@ struct WideFormatIQ4_XS : Base {
 };
 
 // Q6_K and Q3_K: codes u standing for u - C, an int8 scale per 16 weights and one f16 d (Base:
-// the 256-bit OffsetFormat, whose group and finish are kept: C times each scale's activation sum
-// of 16 comes off after the tree). Codes::quad(b, q) gives the unsigned codes of pairs 2q and
-// 2q + 1 in the activation pairs' order (128-bit quarters: block 2p's first 16 codes, block
-// 2p + 1's, then their last 16), so each 128-bit lane of a pair's product covers one scale's 16
-// weights. The two forms below differ in where the scales enter; both reach the 256-bit format's
+// the 256-bit OffsetFormat, whose offsets and finish this one takes: C times each scale's
+// activation sum of 16 comes off after the tree). Codes::quad(b, q) gives the unsigned codes of
+// pairs 2q and 2q + 1 in the activation pairs' order (128-bit quarters: block 2p's first 16 codes,
+// block 2p + 1's, then their last 16), so each 128-bit lane of a pair's product covers one scale's
+// 16 weights. The two forms below differ in where the scales enter; both reach the 256-bit format's
 // integers.
 template <typename Base>
 struct WideScale16Group : Base {
