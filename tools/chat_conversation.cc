@@ -104,8 +104,8 @@ ChatConversation::Prompt ChatConversation::make_prompt(std::vector<text::ChatMes
 }
 
 std::span<const float> ChatConversation::extend(std::span<const int32_t> tokens,
-                                                std::string_view text) {
-  const auto logits = session_.eval(tokens);
+                                                std::string_view text, bool prompt) {
+  const auto logits = prompt ? session_.eval_prompt(tokens) : session_.eval(tokens);
   cached_text_ += text;
   return logits;
 }
@@ -130,7 +130,7 @@ TurnStats ChatConversation::reply(const std::string& user, int32_t n_predict,
 
   const auto t_prompt = Clock::now();
   for (const int32_t t : p.tokens) sampler_.accept(t);
-  auto logits = extend(p.tokens, std::string_view(p.text).substr(cached_text_.size()));
+  auto logits = extend(p.tokens, std::string_view(p.text).substr(cached_text_.size()), true);
   st.prompt_s = seconds_since(t_prompt);
 
   const auto t_gen = Clock::now();
@@ -168,7 +168,7 @@ StopReason ChatConversation::generate(std::span<const float> logits, int32_t n_p
     if (stops.stopped()) return StopReason::StopString;
     if (n_predict >= 0 && n_generated >= n_predict) return StopReason::Limit;
     if (session_.n_past() >= session_.n_ctx()) return StopReason::ContextFull;
-    logits = extend({&next, 1}, piece);
+    logits = extend({&next, 1}, piece, false);
   }
 }
 

@@ -72,8 +72,10 @@ class ChatConversation {
   // reply) do not fit. Error when even the last user message alone does not fit.
   Prompt make_prompt(std::vector<text::ChatMessage> messages, int32_t n_predict) const;
   std::vector<int32_t> tokenize_from_scratch(const text::ChatPrompt& prompt) const;
-  // Evaluates tokens that extend the cache by `text`; returns the last token's logits.
-  std::span<const float> extend(std::span<const int32_t> tokens, std::string_view text);
+  // Evaluates tokens that extend the cache by `text` (a prompt's, or a generated one); returns the
+  // last token's logits.
+  std::span<const float> extend(std::span<const int32_t> tokens, std::string_view text,
+                                bool prompt);
   // Samples reply tokens from `logits` on, passing their text through `stops` to `show`, until
   // one of the StopReasons; counts them in n_generated.
   StopReason generate(std::span<const float> logits, int32_t n_predict,

@@ -126,7 +126,7 @@ int cmd_bench(int argc, char** argv) {
 
     auto run_pp = [&](Session& s) {
       s.reset();
-      s.eval(prompt);
+      s.eval_prompt(prompt);
     };
     auto run_tg = [&](Session& s) {
       s.reset();

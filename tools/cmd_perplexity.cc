@@ -89,7 +89,7 @@ int cmd_perplexity(int argc, char** argv) {
       session.reset();
       if (dense_context) {
         const auto first = static_cast<size_t>(plan.first);
-        session.eval(std::span(input).first(first));
+        session.eval_prompt(std::span(input).first(first));
         for (size_t t = first; t + 1 < input.size(); ++t) {
           const std::span<const float> row = session.eval(std::span(input).subspan(t, 1));
           std::copy(row.begin(), row.end(), logits.begin() + static_cast<ptrdiff_t>(t * n_vocab));

@@ -66,7 +66,7 @@ int cmd_run(int argc, char** argv) {
     std::vector<float> logits(static_cast<size_t>(c.n_vocab));
 
     const auto t_prompt = Clock::now();
-    auto out = session.eval(tokens);
+    auto out = session.eval_prompt(tokens);
     const double prompt_s = seconds_since(t_prompt);
 
     // The first piece after an empty prompt carries the tokenizer's dummy-prefix space.

@@ -56,10 +56,13 @@ struct SessionOptions {
   // true: in the sparse modes every token gets the mode's masks, prompt tokens included, and its
   // result does not depend on how the tokens were batched (the batch size, the other sequences,
   // the prompt cache): a token's logits are the same bits as when it is a decode step alone.
-  // false: batches of more than a few tokens (prompts) run the dense FFN and attention, as
-  // PowerInfer's prefill does, so the prompt's KV cache is exact but a token's result depends on
-  // the batch it came in (`--dense-prompt`). Unset: true, except where decode steps read
-  // quantized input-major copies (model-wide thresholds, input_major_min_width), whose sums
+  // false: prompts run the dense FFN and attention, as PowerInfer's prefill does, so the prompt's
+  // KV cache is exact (`--dense-prompt`). A prompt's tokens then give the same bits however the
+  // prompt is cut into passes when the caller marks them as a prompt (eval_prompt,
+  // SeqTokens::prompt), and a generated token its lone decode step's bits in any pass; a token
+  // evaluated unmarked runs as a prompt's in passes of more than 8 tokens and as a decode step's
+  // in shorter ones, so its result depends on the batch. Unset: true, except where decode steps
+  // read quantized input-major copies (model-wide thresholds, input_major_min_width), whose sums
   // prompts reproduce only by reading the copies token by token, which is slower. (Float copies
   // give the file's matrices' bits, so prompts there keep their speed.)
   std::optional<bool> sparse_prompt;
@@ -130,6 +133,10 @@ struct SparseStats {
 struct SeqTokens {
   int32_t seq = 0;
   std::span<const int32_t> tokens;
+  // The tokens are (part of) a prompt, not generated ones fed back: in sessions whose prompts run
+  // dense (SessionOptions::sparse_prompt) they run dense however few they are. Unmarked chunks of
+  // more than 8 tokens run as prompts too.
+  bool prompt = false;
 };
 
 class Session {
@@ -144,6 +151,10 @@ class Session {
   // not fit in the context or an id is out of range.
   std::span<const float> eval(std::span<const int32_t> tokens);
 
+  // eval for the tokens of a prompt (SeqTokens::prompt): in sessions whose prompts run dense, a
+  // prompt evaluated in pieces (of any size) gives the bits it gives in one pass.
+  std::span<const float> eval_prompt(std::span<const int32_t> tokens);
+
   // Like eval, but returns the logits of every token: [tokens.size(), n_vocab], row-major.
   // `out` must hold tokens.size() * n_vocab floats.
   void eval_all(std::span<const int32_t> tokens, std::span<float> out);
@@ -153,11 +164,9 @@ class Session {
   // logits[i * n_vocab, (i + 1) * n_vocab). Chunks are not empty, name distinct sequences, and hold
   // at most n_batch() tokens together; otherwise, or when a chunk overflows its sequence's
   // context, hearth::Error and nothing is evaluated.
-  // A sequence's results do not depend on what it is batched with, bit for bit, in dense mode
-  // (each token's matrix products, norms and attention are computed as if it were alone). The
-  // sparse modes decide per chunk as if it were alone too (chunks of at most 8 tokens take the
-  // sparse decode path, together), but the union of the active neurons can change which kernel
-  // computes a token's down projection: there results agree within float rounding.
+  // A sequence's results do not depend on what it is batched with, bit for bit (each token's
+  // matrix products, norms and attention are computed as if it were alone; the sparse modes
+  // decide each chunk as SessionOptions::sparse_prompt says).
   void eval_batch(std::span<const SeqTokens> batch, std::span<float> logits);
 
   // The calls without a sequence (eval, eval_all, n_past, reset) act on sequence 0.
@@ -174,6 +183,10 @@ class Session {
   void truncate(int32_t seq, int32_t n);
 
   SparseMode sparse_mode() const;  // as resolved at construction (never Auto)
+  // Whether a token's result is the same bits whether it was a prompt's or generated: the
+  // session is dense or its prompts are sparse (SessionOptions::sparse_prompt, resolved). Where
+  // not, a cached sequence's generated tokens are not what a prompt holding them would compute.
+  bool prompt_matches_decode() const;
   const SparseStats& sparse_stats() const;
   void reset_stats();
 

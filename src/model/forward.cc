@@ -24,7 +24,7 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
   // x[n, n_embd] = token_embd[tokens], the chunks one after the other.
   const Matrix& embd = model_.weights.token_embd;
   const int64_t n_embd = config_.n_embd;
-  const int64_t n = pass_.plan(batch, kv_);
+  const int64_t n = pass_.plan(batch, kv_, !prompt_matches_decode());
   int64_t row = 0;
   for (const SeqTokens& b : batch) {
     for (const int32_t token : b.tokens) {
@@ -37,7 +37,7 @@ void Session::Impl::forward(std::span<const SeqTokens> batch, float* out, bool a
     vec_scale(ctx_.isa(), buf_.x.f32(), std::sqrt(static_cast<float>(n_embd)), n * n_embd);
   }
   if (config_.block.learned_positions) add_positions(n);
-  ffn_.set_chunks(pass_.chunk_rows());
+  ffn_.set_chunks(pass_.ffn_chunks());
   for (size_t il = 0; il < model_.weights.layers.size(); ++il) {
     if (config_.block.parallel) {
       parallel_layer(il, n);
@@ -91,7 +91,7 @@ void Session::Impl::parallel_layer(size_t il, int64_t n) {
   TraceScope span(trace_.get(), TraceRecorder::kHost, "attention");
   attention_block(ctx_, config_, layer_attention(attn_, config_, static_cast<int64_t>(il)),
                   layer_rope(il), l, layer_chunks(il), attn_scratch_, a, n, buf_.attn_out.f32(),
-                  sparsity_.attention(il, n, stats_));
+                  sparsity_.attention(il, stats_));
   run_ffn(il, h, xs, n);
   // x += (attention + ffn), summed in llama.cpp's order.
   float* const ao = buf_.attn_out.f32();

@@ -22,6 +22,7 @@ ForwardBuffers::ForwardBuffers(const ModelConfig& c, const AttentionParams& attn
   attn_ws = AlignedBuffer(attention_workspace_bytes(attn, n_threads));
   if (masked_inputs) masked = AlignedBuffer(b * n_embd);
   if (input_major_rows > 0) {
+    copy_rows = input_major_rows;
     const size_t values = std::max(n_embd, q_dim) * static_cast<size_t>(input_major_rows);
     input_idx = AlignedBuffer(values * sizeof(int32_t));
     input_values = AlignedBuffer(values * sizeof(float));
@@ -43,7 +44,8 @@ AttentionScratch ForwardBuffers::attention() const {
                           static_cast<int32_t*>(input_idx.data()),
                           input_values.f32(),
                           static_cast<int64_t*>(input_counts.data()),
-                          qkv.f32()};
+                          qkv.f32(),
+                          copy_rows};
 }
 
 }  // namespace hearth

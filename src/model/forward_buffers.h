@@ -38,6 +38,7 @@ struct ForwardBuffers {
   AlignedBuffer input_values;  // [rows, max(n_embd, q_dim)]
   AlignedBuffer input_counts;  // [rows] int64
   AlignedBuffer qkv;           // [rows, q_dim + 2 n_embd_kv]  products through a joint q/k/v copy
+  int64_t copy_rows = 0;       // rows
 };
 
 }  // namespace hearth

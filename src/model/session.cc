@@ -183,8 +183,8 @@ void Session::Impl::check_batch(std::span<const SeqTokens> batch, size_t n_logit
   }
 }
 
-std::span<const float> Session::Impl::eval(std::span<const int32_t> tokens) {
-  eval_tokens(tokens, logits_.data(), false);
+std::span<const float> Session::Impl::eval(std::span<const int32_t> tokens, bool prompt) {
+  eval_tokens(tokens, logits_.data(), false, prompt);
   return logits_;
 }
 
@@ -192,15 +192,16 @@ void Session::Impl::eval_all(std::span<const int32_t> tokens, std::span<float> o
   if (out.size() < tokens.size() * static_cast<size_t>(config_.n_vocab)) {
     fail("eval_all: the output holds too few logits");
   }
-  eval_tokens(tokens, out.data(), true);
+  eval_tokens(tokens, out.data(), true, false);
 }
 
-void Session::Impl::eval_tokens(std::span<const int32_t> tokens, float* out, bool all_rows) {
+void Session::Impl::eval_tokens(std::span<const int32_t> tokens, float* out, bool all_rows,
+                                bool prompt) {
   check_tokens(0, tokens);
   const size_t n_vocab = static_cast<size_t>(config_.n_vocab);
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(n_batch_));
-    const SeqTokens chunk{0, tokens.subspan(i, n)};
+    const SeqTokens chunk{0, tokens.subspan(i, n), prompt};
     forward({&chunk, 1}, all_rows ? out + i * n_vocab : out, all_rows);
   }
 }
@@ -215,7 +216,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionOptions& optio
 Session::~Session() = default;
 
 std::span<const float> Session::eval(std::span<const int32_t> tokens) {
-  return impl_->eval(tokens);
+  return impl_->eval(tokens, false);
+}
+
+std::span<const float> Session::eval_prompt(std::span<const int32_t> tokens) {
+  return impl_->eval(tokens, true);
 }
 
 void Session::eval_all(std::span<const int32_t> tokens, std::span<float> out) {
@@ -237,6 +242,7 @@ void Session::reset(int32_t seq) { truncate(seq, 0); }
 void Session::truncate(int32_t seq, int32_t n) { impl_->kv().truncate(seq, n); }
 const Model& Session::model() const { return impl_->model(); }
 SparseMode Session::sparse_mode() const { return impl_->sparse_mode(); }
+bool Session::prompt_matches_decode() const { return impl_->prompt_matches_decode(); }
 const SparseStats& Session::sparse_stats() const { return impl_->stats(); }
 
 void Session::write_trace(const std::string& path) const {

@@ -66,34 +66,56 @@ void Session::Impl::run_attention(size_t il, int64_t n) {
   TraceScope span(trace_.get(), TraceRecorder::kHost, "attention");
   attention_residual(ctx_, config_, layer_attention(attn_, config_, static_cast<int64_t>(il)),
                      layer_rope(il), model_.weights.layers[il], layer_chunks(il), attn_scratch_, xs,
-                     n, sparsity_.attention(il, n, stats_));
+                     n, sparsity_.attention(il, stats_));
 }
 
 void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t n) {
   float* const out = buf_.ffn_out.f32();
   const bool split = device_ && model_.device_hot[il] > 0;
-  if (split && n <= sparse::kMaxSparseBatch) {
+  const std::span<const sparse::FfnChunk> chunks = pass_.ffn_chunks();
+  const bool any_dense =
+      std::any_of(chunks.begin(), chunks.end(), [](const sparse::FfnChunk& c) { return c.dense; });
+  if (split && n <= sparse::kMaxSparseBatch && !any_dense) {
     split_ffn(il, xn, p, n, out);
     return;
   }
-  if (split && sparsity_.mode() != SparseMode::Dense && sparsity_.sparse_prompt()) {
-    // A sparse prompt's tokens must come out as decode steps would (batch invariance): each
-    // token's hot neurons summed on the device and its cold ones on the host, so the batch goes
-    // through the split in groups the device's FFN is sized for. A token's result does not
-    // depend on the group it shares, as in a host-only session.
-    const int64_t n_embd = config_.n_embd;
-    for (int64_t t0 = 0; t0 < n; t0 += sparse::kMaxSparseBatch) {
-      const int64_t group = std::min(sparse::kMaxSparseBatch, n - t0);
-      ffn_.set_chunks({&group, 1});
-      split_ffn(il, xn + t0 * n_embd, p + t0 * n_embd, group, out + t0 * n_embd);
-    }
-    ffn_.set_chunks(pass_.chunk_rows());
+  if (!split || sparsity_.mode() == SparseMode::Dense) {
+    // Prompts stay on the host: its matrix-matrix kernels read every weight anyway, and the
+    // device's FFN part is sized for decode steps.
+    TraceScope span(trace_.get(), TraceRecorder::kHost, "ffn");
+    ffn_.run(ctx_, ffn_weights_[il], xn, p, n, out, stats_);
     return;
   }
-  // Dense prompts stay on the host: its matrix-matrix kernels read every weight anyway, and the
-  // device's FFN part is sized for decode steps.
-  TraceScope span(trace_.get(), TraceRecorder::kHost, "ffn");
-  ffn_.run(ctx_, ffn_weights_[il], xn, p, n, out, stats_);
+  // The tokens the mode decides must come out as decode steps would (batch invariance): each
+  // token's hot neurons summed on the device and its cold ones on the host, so they go through
+  // the split in groups the device's FFN is sized for (a token's result does not depend on the
+  // group it shares, as in a host-only session). Chunks that run dense (dense prompts: marked
+  // ones, and long ones) stay on the host.
+  const int64_t n_embd = config_.n_embd;
+  const auto on_host = [this](const sparse::FfnChunk& c) {
+    return c.dense || (!sparsity_.sparse_prompt() && c.rows > sparse::kMaxSparseBatch);
+  };
+  int64_t r0 = 0;
+  for (size_t c = 0; c < chunks.size();) {
+    const size_t c0 = c;
+    const bool host = on_host(chunks[c]);
+    int64_t rows = 0;
+    while (c < chunks.size() && on_host(chunks[c]) == host) rows += chunks[c++].rows;
+    if (host) {
+      TraceScope span(trace_.get(), TraceRecorder::kHost, "ffn");
+      ffn_.set_chunks(chunks.subspan(c0, c - c0));
+      ffn_.run(ctx_, ffn_weights_[il], xn + r0 * n_embd, p + r0 * n_embd, rows, out + r0 * n_embd,
+               stats_);
+    } else {
+      for (int64_t t0 = r0; t0 < r0 + rows; t0 += sparse::kMaxSparseBatch) {
+        const sparse::FfnChunk group{std::min(sparse::kMaxSparseBatch, r0 + rows - t0), false};
+        ffn_.set_chunks({&group, 1});
+        split_ffn(il, xn + t0 * n_embd, p + t0 * n_embd, group.rows, out + t0 * n_embd);
+      }
+    }
+    r0 += rows;
+  }
+  ffn_.set_chunks(chunks);
 }
 
 void Session::Impl::split_ffn(size_t il, const float* xn, const float* p, int64_t n, float* out) {

@@ -28,9 +28,9 @@ class Session::Impl {
  public:
   Impl(std::shared_ptr<const Model> model, const SessionOptions& options);
 
-  // Session::eval and eval_all: sequence 0's tokens in passes of n_batch; the last token's
-  // logits, or every token's into `out`.
-  std::span<const float> eval(std::span<const int32_t> tokens);
+  // Session::eval (eval_prompt when `prompt`) and eval_all: sequence 0's tokens in passes of
+  // n_batch; the last token's logits, or every token's into `out`.
+  std::span<const float> eval(std::span<const int32_t> tokens, bool prompt);
   void eval_all(std::span<const int32_t> tokens, std::span<float> out);
   // Evaluates the chunks (checked) in one pass, each at the end of its sequence; `logits` gets
   // each chunk's last token's.
@@ -42,14 +42,18 @@ class Session::Impl {
   int n_threads() const { return ctx_.n_threads(); }
   const Model& model() const { return *model_ref_; }
   SparseMode sparse_mode() const { return sparsity_.mode(); }
+  bool prompt_matches_decode() const {
+    return sparsity_.mode() == SparseMode::Dense || sparsity_.sparse_prompt();
+  }
   SparseStats& stats() { return stats_; }
   const TraceRecorder* trace() const { return trace_.get(); }
   bool has_device() const { return device_ != nullptr; }
 
  private:
-  // Evaluates sequence 0's tokens (checked) in passes of n_batch. Writes into `out` the logits of
-  // every token ([n, n_vocab]) when all_rows, else of the last token ([n_vocab]).
-  void eval_tokens(std::span<const int32_t> tokens, float* out, bool all_rows);
+  // Evaluates sequence 0's tokens (checked) in passes of n_batch, marked as a prompt's when
+  // `prompt` (SeqTokens::prompt). Writes into `out` the logits of every token ([n, n_vocab]) when
+  // all_rows, else of the last token ([n_vocab]).
+  void eval_tokens(std::span<const int32_t> tokens, float* out, bool all_rows, bool prompt);
   void check_tokens(int32_t seq, std::span<const int32_t> tokens) const;
   void check_batch(std::span<const SeqTokens> batch, size_t n_logits) const;
 

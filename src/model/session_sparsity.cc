@@ -90,15 +90,13 @@ int64_t SessionSparsity::input_sparse_rows() const {
   return sparse_prompt_ ? std::numeric_limits<int64_t>::max() : sparse::kMaxSparseBatch;
 }
 
-AttentionThresholds SessionSparsity::attention(size_t il, int64_t n, SparseStats& stats) const {
+AttentionThresholds SessionSparsity::attention(size_t il, SparseStats& stats) const {
   if (thresholds_.empty()) return {};
   AttentionThresholds th{thresholds_[il].attn_in, thresholds_[il].attn_out,
                          static_cast<int32_t>(il), &stats};
   // Sparse rows read the input-major copies: a decode step's, and a prompt's when prompts are
-  // sparse (so that every token gets what it gets alone).
-  if (input_major_ && n <= input_sparse_rows()) {
-    th.input_major = &input_major_->layers[il];
-  }
+  // sparse (so that every token gets what it gets alone); attention_block tells them apart.
+  if (input_major_) th.input_major = &input_major_->layers[il];
   return th;
 }
 

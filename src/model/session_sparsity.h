@@ -33,12 +33,12 @@ class SessionSparsity {
   // The threshold layer il's FFN decides with: the predictor's score threshold (`override`
   // unless NaN, else the file's per-layer or global one), or the gate magnitude one.
   float ffn_threshold(const ModelConfig& c, size_t il, float override) const;
-  // Chunks (and passes) of at most this many rows apply the input thresholds: as the FFN decides
-  // (sparse::FfnExecutor), decode-sized ones, or all when prompts are sparse; 0 outside Threshold
-  // mode.
+  // Chunks of at most this many rows that are not dense prompts (PassLayout::Chunk::dense) apply
+  // the input thresholds: as the FFN decides (sparse::FfnExecutor), decode-sized ones, or all
+  // when prompts are sparse; 0 outside Threshold mode.
   int64_t input_sparse_rows() const;
-  // Layer il's attention input thresholds for a pass of n rows (none outside Threshold mode).
-  AttentionThresholds attention(size_t il, int64_t n, SparseStats& stats) const;
+  // Layer il's attention input thresholds (none outside Threshold mode).
+  AttentionThresholds attention(size_t il, SparseStats& stats) const;
 
  private:
   SparseMode mode_ = SparseMode::Dense;

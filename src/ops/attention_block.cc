@@ -108,13 +108,33 @@ void input_sparse_product(cpu::CpuContext& ctx, const Matrix& m, const Matrix& m
   }
 }
 
-// q, k and v of the zeroed input a[n, n_embd] through the layer's input-major copies, where
-// this batch reads them (input_sparse_reads_copy): the joint copy in one product whose rows
-// [q | k | v] are then dealt out, or the three copies. False where the batch takes the file's
-// matrices instead.
+// The pass's rows in runs whose products are taken alike, in row order: f(row0, rows, sparse)
+// for each run of consecutive chunks that are all sparse or all not, the sparse ones in pieces of
+// at most copy_rows rows (what the input-major copies' scratch holds). copy_rows 0 (no copies):
+// one run of all n rows, whose products need not tell the chunks apart.
+template <typename F>
+void for_each_run(std::span<const AttentionChunk> chunks, int64_t n, int64_t copy_rows, F&& f) {
+  if (copy_rows == 0) {
+    f(int64_t{0}, n, false);
+    return;
+  }
+  for (size_t c = 0; c < chunks.size();) {
+    const bool sparse = chunks[c].sparse;
+    const int64_t row0 = chunks[c].row0;
+    int64_t rows = 0;
+    while (c < chunks.size() && chunks[c].sparse == sparse) rows += chunks[c++].n;
+    const int64_t piece = sparse ? copy_rows : rows;
+    for (int64_t r = 0; r < rows; r += piece) f(row0 + r, std::min(piece, rows - r), sparse);
+  }
+}
+
+// q, k and v (into rows r0.. of s.q, s.k, s.v) of the zeroed input a[n, n_embd] through the
+// layer's input-major copies, where this batch reads them (input_sparse_reads_copy): the joint
+// copy in one product whose rows [q | k | v] are then dealt out, or the three copies. False where
+// the batch takes the file's matrices instead.
 bool qkv_through_copies(cpu::CpuContext& ctx, const ModelConfig& c, const LayerWeights& l,
-                        const InputMajorLayer& im, const AttentionScratch& s, const float* a,
-                        int64_t n, const AttentionThresholds& th) {
+                        const InputMajorLayer& im, const AttentionScratch& s, int64_t r0,
+                        const float* a, int64_t n, const AttentionThresholds& th) {
   const bool joint = im.wqkv_t.present();
   if (joint ? !input_sparse_reads_copy(l.wq, im.wqkv_t, n)
             : !(im.wq_t.present() && im.wk_t.present() && im.wv_t.present() &&
@@ -122,19 +142,22 @@ bool qkv_through_copies(cpu::CpuContext& ctx, const ModelConfig& c, const LayerW
     return false;
   }
   const int64_t k = compact_rows(a, n, c.n_embd, s.idx, s.compact, s.counts);
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
+  float* const q = s.q + r0 * q_dim;
+  float* const kk = s.k + r0 * kv_dim;
+  float* const v = s.v + r0 * kv_dim;
   if (!joint) {
-    input_sparse_product(ctx, l.wq, im.wq_t, s, k, n, s.q, th);
-    input_sparse_product(ctx, l.wk, im.wk_t, s, k, n, s.k, th);
-    input_sparse_product(ctx, l.wv, im.wv_t, s, k, n, s.v, th);
+    input_sparse_product(ctx, l.wq, im.wq_t, s, k, n, q, th);
+    input_sparse_product(ctx, l.wk, im.wk_t, s, k, n, kk, th);
+    input_sparse_product(ctx, l.wv, im.wv_t, s, k, n, v, th);
     return true;
   }
   input_sparse_product(ctx, l.wq, im.wqkv_t, s, k, n, s.qkv, th);
-  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_embd_kv();
   for (int64_t t = 0; t < n; ++t) {
     const float* row = s.qkv + t * (q_dim + 2 * kv_dim);
-    std::copy_n(row, q_dim, s.q + t * q_dim);
-    std::copy_n(row + q_dim, kv_dim, s.k + t * kv_dim);
-    std::copy_n(row + q_dim + kv_dim, kv_dim, s.v + t * kv_dim);
+    std::copy_n(row, q_dim, q + t * q_dim);
+    std::copy_n(row + q_dim, kv_dim, kk + t * kv_dim);
+    std::copy_n(row + q_dim + kv_dim, kv_dim, v + t * kv_dim);
   }
   return true;
 }
@@ -154,10 +177,17 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
     a = s.masked;
   }
   mask_sparse_rows(chunks, s.masked, c.n_embd, th.qkv, q_dim + 2 * kv_dim, th);
+  // The sparse chunks' rows read the copies and the others the file's matrices, run by run, so
+  // that each row gets what it gets in a pass of its own kind.
   const InputMajorLayer* im = th.input_major;
-  if (!(im && th.qkv > 0.0f && qkv_through_copies(ctx, c, l, *im, s, a, n, th))) {
-    linear_shared(ctx, {{&l.wq, s.q}, {&l.wk, s.k}, {&l.wv, s.v}}, a, n);
-  }
+  const int64_t copy_rows = im ? s.copy_rows : 0;
+  for_each_run(chunks, n, copy_rows, [&](int64_t r0, int64_t rn, bool sparse) {
+    const float* ar = a + r0 * c.n_embd;
+    if (sparse && th.qkv > 0.0f && qkv_through_copies(ctx, c, l, *im, s, r0, ar, rn, th)) return;
+    linear_shared(
+        ctx, {{&l.wq, s.q + r0 * q_dim}, {&l.wk, s.k + r0 * kv_dim}, {&l.wv, s.v + r0 * kv_dim}},
+        ar, rn);
+  });
   add_bias(isa, s.q, l.bq, n, q_dim);
   add_bias(isa, s.k, l.bk, n, kv_dim);
   add_bias(isa, s.v, l.bv, n, kv_dim);
@@ -179,12 +209,17 @@ void attention_block(cpu::CpuContext& ctx, const ModelConfig& c, const Attention
               s.workspace);
   }
   mask_sparse_rows(chunks, s.att, q_dim, th.wo, c.n_embd, th);
-  if (im && th.wo > 0.0f && im->wo_t.present() && input_sparse_reads_copy(l.wo, im->wo_t, n)) {
-    const int64_t k = compact_rows(s.att, n, q_dim, s.idx, s.compact, s.counts);
-    input_sparse_product(ctx, l.wo, im->wo_t, s, k, n, out, th);
-  } else {
-    linear(ctx, l.wo, s.att, n, out);
-  }
+  for_each_run(chunks, n, copy_rows, [&](int64_t r0, int64_t rn, bool sparse) {
+    const float* att = s.att + r0 * q_dim;
+    float* const y = out + r0 * c.n_embd;
+    if (sparse && th.wo > 0.0f && im->wo_t.present() &&
+        input_sparse_reads_copy(l.wo, im->wo_t, rn)) {
+      const int64_t k = compact_rows(att, rn, q_dim, s.idx, s.compact, s.counts);
+      input_sparse_product(ctx, l.wo, im->wo_t, s, k, rn, y, th);
+    } else {
+      linear(ctx, l.wo, att, rn, y);
+    }
+  });
   add_bias(isa, out, l.bo, n, c.n_embd);
 }
 

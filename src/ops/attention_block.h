@@ -59,9 +59,10 @@ struct AttentionThresholds {
   float wo = 0.0f;   // wo's input: the attention's output
   int32_t layer = 0;
   SparseStats* stats = nullptr;  // counts the weights skipped (SparseStats::count_inputs)
-  // A decode step's rows (every chunk sparse, few rows): the products whose input has a threshold
-  // read only the rows of the layer's input-major copies whose input element is not zero, where
-  // it has them; else the zeroed inputs go through the dense products.
+  // The sparse chunks' rows: the products whose input has a threshold read only the rows of the
+  // layer's input-major copies whose input element is not zero, where it has them (at most
+  // AttentionScratch::copy_rows rows at a time); else the zeroed inputs go through the dense
+  // products, as the other chunks' inputs do.
   const InputMajorLayer* input_major = nullptr;
 };
 
@@ -80,6 +81,7 @@ struct AttentionScratch {
   float* compact = nullptr;   // [rows, max(n_embd, q_dim)] their values,
   int64_t* counts = nullptr;  // [rows]                     and how many
   float* qkv = nullptr;       // [rows, q_dim + 2 kv_dim]   q, k, v through a joint copy (wqkv_t)
+  int64_t copy_rows = 0;      // rows
 };
 
 // out[n, n_embd] = the attention of layer l over the input rows a[n, n_embd] (already normed),

@@ -21,7 +21,9 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, const SessionOptions& s
       on_result_(std::move(on_result)) {
   const auto n = static_cast<size_t>(options.n_slots);
   slots_.reserve(n);
-  for (int32_t i = 0; i < options.n_slots; ++i) slots_.emplace_back(i, *model);
+  for (int32_t i = 0; i < options.n_slots; ++i) {
+    slots_.emplace_back(i, *model, session_.prompt_matches_decode());
+  }
   order_.reserve(n);
   batch_.reserve(n);
   batch_slots_.reserve(n);
@@ -187,7 +189,7 @@ void Scheduler::step() {
   for (Slot* s : order_) {
     if (budget <= 0) break;
     if (!s->ingesting()) continue;
-    batch_.push_back({s->seq(), s->input(budget)});
+    batch_.push_back({s->seq(), s->input(budget), /*prompt=*/true});
     batch_slots_.push_back(s);
     budget -= static_cast<int32_t>(batch_.back().tokens.size());
   }

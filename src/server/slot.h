@@ -3,7 +3,10 @@
 // engine thread: input() says what the slot evaluates in the next batch (a chunk of its prompt or
 // its last sampled token), advance() takes the logits that batch produced, samples, and streams the
 // token's text to the job. A slot also remembers the tokens its sequence's KV cache holds, so the
-// next request that starts with them continues from there (prompt caching).
+// next request that starts with them continues from there (prompt caching): all of them, or in a
+// session whose generated tokens are not what a prompt would compute (dense prompts before sparse
+// decode steps, Session::prompt_matches_decode) only those it evaluated as a prompt, so that a
+// request's answer does not depend on what the slot served before.
 #pragma once
 
 #include <chrono>
@@ -23,7 +26,8 @@ namespace hearth::server {
 
 class Slot {
  public:
-  Slot(int32_t seq, const Model& model);
+  // reuse_generated: later prompts may continue from the generated tokens in the cache.
+  Slot(int32_t seq, const Model& model, bool reuse_generated);
 
   int32_t seq() const { return seq_; }
   bool busy() const { return job_ != nullptr; }
@@ -60,7 +64,9 @@ class Slot {
 
   const int32_t seq_;
   const Model& model_;
+  const bool reuse_generated_;
   std::vector<int32_t> cache_;  // the tokens the sequence's KV cache holds, in order
+  size_t cached_prompt_ = 0;    // how many of them, from the first, it evaluated as a prompt
   std::shared_ptr<GenerationJob> job_;
   size_t prompt_pos_ = 0;    // prompt tokens in the cache
   size_t input_size_ = 0;    // tokens input() handed out

@@ -40,31 +40,32 @@ FfnExecutor::FfnExecutor(const FfnShape& shape, const FfnMode& mode)
 
 void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
                       int64_t n, float* out, SparseStats& stats) {
+  const auto small = [](const FfnChunk& c) { return c.rows <= kMaxSparseBatch && !c.dense; };
   if (chunks_.size() <= 1 || mode_.mode == SparseMode::Dense) {
-    run_group(ctx, w, xn, p, n, out, stats);
+    const bool one_small = chunks_.empty() ? n <= kMaxSparseBatch : small(chunks_[0]);
+    run_group(ctx, w, xn, p, n, one_small, out, stats);
     return;
   }
   // Groups of consecutive chunks decided alike: short ones up to kMaxSparseBatch rows together
-  // (never split: a chunk's tokens share their neurons as they would alone), long ones all
+  // (never split: a chunk's tokens share their neurons as they would alone), the others all
   // together.
   const int64_t n_embd = shape_.n_embd;
   int64_t t0 = 0;
   for (size_t c = 0; c < chunks_.size();) {
-    const bool small = chunks_[c] <= kMaxSparseBatch;
+    const bool group_small = small(chunks_[c]);
     int64_t tn = 0;
-    while (c < chunks_.size() && (chunks_[c] <= kMaxSparseBatch) == small &&
-           (!small || tn + chunks_[c] <= kMaxSparseBatch)) {
-      tn += chunks_[c++];
+    while (c < chunks_.size() && small(chunks_[c]) == group_small &&
+           (!group_small || tn + chunks_[c].rows <= kMaxSparseBatch)) {
+      tn += chunks_[c++].rows;
     }
-    run_group(ctx, w, xn + t0 * n_embd, p + t0 * n_embd, tn, out + t0 * n_embd, stats);
+    run_group(ctx, w, xn + t0 * n_embd, p + t0 * n_embd, tn, group_small, out + t0 * n_embd, stats);
     t0 += tn;
   }
 }
 
 void FfnExecutor::run_group(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn,
-                            const float* p, int64_t n, float* out, SparseStats& stats) {
+                            const float* p, int64_t n, bool small, float* out, SparseStats& stats) {
   stats.neurons_total += static_cast<uint64_t>(n * shape_.n_ff);
-  const bool small = n <= kMaxSparseBatch;
   if (w.neurons && !small) {
     fail("FfnExecutor: a neuron subset needs batches of at most ", kMaxSparseBatch, " tokens");
   }

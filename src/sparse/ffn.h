@@ -14,8 +14,9 @@
 //
 // A batch of several sequences (set_chunks) is decided chunk by chunk, as each would be alone: in
 // the sparse modes, runs of short chunks (decode steps) share the sparse path in groups of up to
-// kMaxSparseBatch tokens and long chunks (prompts) take the dense path together. Dense mode runs
-// the whole batch as one product, whose rows equal the products of each row alone.
+// kMaxSparseBatch tokens and long chunks and dense ones (prompts) take the dense path together.
+// Dense mode runs the whole batch as one product, whose rows equal the products of each row
+// alone.
 #pragma once
 
 #include <cstdint>
@@ -35,10 +36,10 @@ class FfnExecutor {
  public:
   FfnExecutor(const FfnShape& shape, const FfnMode& mode);
 
-  // The rows of the following run() calls come in chunks of these lengths (one per sequence, in
-  // row order, summing to run()'s n). Not copied: `rows` must outlive those calls. Empty (the
-  // default): one chunk.
-  void set_chunks(std::span<const int64_t> rows) { chunks_ = rows; }
+  // The rows of the following run() calls come in these chunks (one per sequence, in row order,
+  // their rows summing to run()'s n). Not copied: `chunks` must outlive those calls. Empty (the
+  // default): one chunk, not dense.
+  void set_chunks(std::span<const FfnChunk> chunks) { chunks_ = chunks; }
 
   // out[n, n_embd] = FFN(xn[n, n_embd]); p[n, n_embd] is the predictor's input (for Llama the
   // residual stream before ffn_norm). Adds this run's neurons and FFN weight bytes to `stats`
@@ -50,9 +51,10 @@ class FfnExecutor {
   uint64_t buffer_bytes() const { return FfnScratch::bytes(shape_, mode_); }
 
  private:
-  // run() for rows that are decided together: sparse when n <= kMaxSparseBatch.
+  // run() for rows that are decided together: `small` (n <= kMaxSparseBatch) ones as decode
+  // steps, the others as a prompt (masked_batches says how).
   void run_group(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn, const float* p,
-                 int64_t n, float* out, SparseStats& stats);
+                 int64_t n, bool small, float* out, SparseStats& stats);
   // Threshold mode: xn[n, n_embd] with the elements at or below the layer's input threshold
   // zeroed (into scratch; xn itself without one), each row compacted for the input-major copies
   // where the batch reads them (input_sparse_reads_copy), and the gate/up weights they skip
@@ -64,7 +66,7 @@ class FfnExecutor {
   std::unique_ptr<NeuronRule> rule_;        // the mode's
   std::unique_ptr<NeuronRule> dense_rule_;  // for prompt batches unless masked_batches
   FfnScratch scratch_;
-  std::span<const int64_t> chunks_;  // set_chunks()
+  std::span<const FfnChunk> chunks_;  // set_chunks()
 };
 
 }  // namespace hearth::sparse

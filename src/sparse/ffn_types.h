@@ -83,6 +83,14 @@ struct FfnShape {
 FfnShape ffn_shape(const ModelConfig& c, int64_t n_ff, int64_t max_hidden, int64_t n_batch,
                    bool reordered = false);
 
+// One sequence's rows of a pass (FfnExecutor::set_chunks). A chunk of at most kMaxSparseBatch
+// rows is decided as a decode step unless `dense`: a prompt's rows in a session whose prompts run
+// dense, however few they are.
+struct FfnChunk {
+  int64_t rows = 0;
+  bool dense = false;
+};
+
 struct FfnMode {
   SparseMode mode = SparseMode::Dense;  // never Auto here
   bool audit = false;  // Predictor: also compute the true activations and count hits

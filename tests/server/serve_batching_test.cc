@@ -68,7 +68,8 @@ TEST(ServeBatching, EightStreamingClientsGetWhatALoneClientGets) {
 // A request's greedy text and its tokens' log-probabilities (the logits' log-softmax, compared
 // as exact doubles) are the same alone (no cache, one slot, one thread), again from the prompt
 // cache, and beside three other requests that share its forward passes, with its prompt fed in
-// chunks of 4. `sparse`: the sparse mode's flags.
+// chunks of 4; so are those of a prompt that goes on from its answer, after it. `sparse`: the
+// sparse mode's flags.
 void expect_server_invariance(const std::string& model, const std::vector<std::string>& sparse) {
   const auto body = [](const std::string& prompt) {
     return json{{"prompt", prompt},
@@ -81,8 +82,10 @@ void expect_server_invariance(const std::string& model, const std::vector<std::s
     a.insert(a.end(), sparse.begin(), sparse.end());
     return a;
   };
-  const json mine = body("the request whose answer must not move: forty-odd bytes");
-  json expected;
+  const std::string prompt = "the request whose answer must not move: forty-odd bytes";
+  const json mine = body(prompt);
+  json expected, expected_next;
+  json next;  // a prompt that goes on from mine's answer, as a chat's next turn does
   {
     ServerProcess alone(
         args({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t", "1"}));
@@ -91,19 +94,25 @@ void expect_server_invariance(const std::string& model, const std::vector<std::s
     ASSERT_EQ(r.status, 200) << r.raw;
     expected = r.body["choices"][0];
     ASSERT_EQ(expected["logprobs"]["token_logprobs"].size(), 24u) << r.raw;
+    next = body(prompt + expected["text"].get<std::string>() + " and then");
+    const auto rn = post_json(c, "/v1/completions", next);
+    ASSERT_EQ(rn.status, 200) << rn.raw;
+    expected_next = rn.body["choices"][0];
     EXPECT_EQ(alone.stop(), 0);
   }
-  const auto expect_same = [&](const JsonReply& r, const std::string& what) {
+  const auto expect_same = [&](const JsonReply& r, const json& want, const std::string& what) {
     ASSERT_EQ(r.status, 200) << r.raw;
-    EXPECT_EQ(r.body["choices"][0]["text"], expected["text"]) << what;
-    EXPECT_EQ(r.body["choices"][0]["logprobs"], expected["logprobs"]) << what;
+    EXPECT_EQ(r.body["choices"][0]["text"], want["text"]) << what;
+    EXPECT_EQ(r.body["choices"][0]["logprobs"], want["logprobs"]) << what;
   };
   ServerProcess server(
       args({"-m", model, "-c", "256", "--parallel", "4", "--prompt-chunk", "4", "-t", "2"}));
   auto c = server.client();
-  expect_same(post_json(c, "/v1/completions", mine), "a fresh slot");
-  expect_same(post_json(c, "/v1/completions", mine), "from the prompt cache");
+  expect_same(post_json(c, "/v1/completions", mine), expected, "a fresh slot");
+  expect_same(post_json(c, "/v1/completions", mine), expected, "from the prompt cache");
   EXPECT_GT(metric(c, "hearth_prompt_tokens_cached_total"), 0);
+  expect_same(post_json(c, "/v1/completions", next), expected_next,
+              "going on from the answer in the cache");
   const std::vector<json> bodies = {body("another request, longer than the first one by far"), mine,
                                     body("a third"), body("and a fourth request of text")};
   std::vector<JsonReply> got(bodies.size());
@@ -115,7 +124,7 @@ void expect_server_invariance(const std::string& model, const std::vector<std::s
     });
   }
   for (auto& t : threads) t.join();
-  expect_same(got[1], "beside three other requests");
+  expect_same(got[1], expected, "beside three other requests");
   EXPECT_EQ(server.stop(), 0) << server.log();
 }
 
@@ -127,6 +136,18 @@ TEST(ServeBatching, SparseAnswersDoNotDependOnBatchingOrCache) {
                              "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
                              "q8_0", "--sparsity", "0.7"});
   expect_server_invariance(model, {"--sparse", "predictor", "--sparse-threshold", "4"});
+}
+
+// The same with PowerInfer's dense prefill before sparse decode steps: the prompt's chunks run
+// dense however small the scheduler cuts them, and a prompt continues only from the prompt tokens
+// a slot's cache holds (its generated ones were decode steps).
+TEST(ServeBatching, DensePromptAnswersDoNotDependOnBatchingOrCache) {
+  const std::string model =
+      synth_model("sparse", {"--n-embd", "128", "--n-layer", "2", "--n-ff", "512", "--n-head", "4",
+                             "--n-head-kv", "2", "--n-vocab", "300", "--n-ctx", "256", "--type",
+                             "q8_0", "--sparsity", "0.7"});
+  expect_server_invariance(model,
+                           {"--sparse", "predictor", "--sparse-threshold", "4", "--dense-prompt"});
 }
 
 // The same in threshold mode on a model-wide F16 file 512 wide, whose decode steps read

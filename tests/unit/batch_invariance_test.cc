@@ -180,5 +180,110 @@ TEST(BatchInvariance, QuantizedInputMajorCopies) {
   expect_invariant(m, o, "q4_0, input-major copies");
 }
 
+// Dense prompts (PowerInfer's prefill) before sparse decode steps: the sessions these tests make.
+struct DensePromptCase {
+  std::string what;
+  std::shared_ptr<const Model> model;
+  SessionOptions options;
+};
+
+std::vector<DensePromptCase> dense_prompt_cases() {
+  std::vector<DensePromptCase> cases;
+  SessionOptions predictor = options(SparseMode::Predictor);
+  predictor.sparse_prompt = false;
+  cases.push_back({"predictor, q4_0", Model::load(relu_model(DType::Q4_0, 0.8)), predictor});
+  // Decode steps through requantized input-major copies, whose sessions keep dense prompts.
+  const auto q4_0 = swiglu_model(DType::Q4_0);
+  SessionOptions copies = model_wide(*q4_0);
+  copies.input_major_min_width = 0;
+  cases.push_back({"model-wide thresholds, q4_0 copies", q4_0, copies});
+  return cases;
+}
+
+std::vector<float> copy_of(std::span<const float> logits) { return {logits.begin(), logits.end()}; }
+
+// The prompt, fed to eval_prompt in pieces of n_batch tokens, then `steps` generated tokens one at
+// a time: the logits after the prompt and after each step.
+std::vector<float> prompt_then_steps(const DensePromptCase& c, int32_t n_batch, bool marked) {
+  SessionOptions o = c.options;
+  o.n_batch = n_batch;
+  Session s(c.model, o);
+  const auto tokens = prompt();
+  std::vector<float> out = copy_of(marked ? s.eval_prompt(tokens) : s.eval(tokens));
+  for (const int32_t t : {5, 77, 140, 9}) {
+    const auto l = s.eval({&t, 1});
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+// A prompt marked as one runs dense however it is cut into passes, so it leaves the same cache
+// and the decode steps after it the same bits; unmarked pieces of at most 8 tokens would run as
+// decode steps, which the test checks it can see.
+TEST(BatchInvariance, DensePromptsGiveTheSameBitsInPiecesOfAnySize) {
+  for (const DensePromptCase& c : dense_prompt_cases()) {
+    SCOPED_TRACE(c.what);
+    const auto whole = prompt_then_steps(c, 512, true);
+    for (const int32_t b : {1, 3, 8, 9}) {
+      EXPECT_TRUE(same_bits(whole, prompt_then_steps(c, b, true))) << "-b " << b;
+    }
+    EXPECT_FALSE(same_bits(whole, prompt_then_steps(c, 8, false))) << "unmarked pieces of 8";
+    SessionOptions sparse = c.options;
+    sparse.sparse_prompt = true;
+    EXPECT_FALSE(same_bits(whole, prompt_then_steps({c.what, c.model, sparse}, 512, true)))
+        << "the prompt ran dense";
+  }
+}
+
+// A decode step gets its lone pass's bits beside another sequence's prompt piece (marked, of 3 or
+// 20 tokens) and among 11 other sequences' decode steps (more than a sparse group holds).
+TEST(BatchInvariance, DecodeStepsBesidePromptsAndManySequences) {
+  constexpr int32_t kSeqs = 12;
+  const auto tokens = prompt();
+  const std::span<const int32_t> all(tokens);
+  for (const DensePromptCase& c : dense_prompt_cases()) {
+    SCOPED_TRACE(c.what);
+    SessionOptions o = c.options;
+    o.n_seq = kSeqs;
+    o.n_batch = 64;
+    const int32_t step = 42;
+    const auto n_vocab = static_cast<size_t>(c.model->config().n_vocab);
+    // Sequence s holds the prompt's first 10 + s tokens.
+    const auto start = [&](Session& s) {
+      for (int32_t q = 0; q < kSeqs; ++q) {
+        const SeqTokens chunk{q, all.first(static_cast<size_t>(10 + q)), true};
+        std::vector<float> logits(n_vocab);
+        s.eval_batch({&chunk, 1}, logits);
+      }
+    };
+    Session alone(c.model, o);
+    start(alone);
+    std::vector<std::vector<float>> want(kSeqs, std::vector<float>(n_vocab));
+    for (int32_t q = 0; q < kSeqs; ++q) {
+      const SeqTokens chunk{q, {&step, 1}};
+      alone.eval_batch({&chunk, 1}, want[static_cast<size_t>(q)]);
+    }
+    for (const size_t piece : {size_t{3}, size_t{20}}) {
+      Session beside(c.model, o);
+      start(beside);
+      const std::vector<SeqTokens> batch{{0, {&step, 1}}, {1, all.subspan(11, piece), true}};
+      std::vector<float> logits(2 * n_vocab);
+      beside.eval_batch(batch, logits);
+      EXPECT_TRUE(same_bits(want[0], {logits.begin(), logits.begin() + n_vocab}))
+          << "beside a prompt piece of " << piece;
+    }
+    Session many(c.model, o);
+    start(many);
+    std::vector<SeqTokens> batch;
+    for (int32_t q = 0; q < kSeqs; ++q) batch.push_back({q, {&step, 1}});
+    std::vector<float> logits(kSeqs * n_vocab);
+    many.eval_batch(batch, logits);
+    for (int32_t q = 0; q < kSeqs; ++q) {
+      const auto at = logits.begin() + static_cast<ptrdiff_t>(q * n_vocab);
+      EXPECT_TRUE(same_bits(want[static_cast<size_t>(q)], {at, at + n_vocab})) << "sequence " << q;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hearth

@@ -143,6 +143,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, HybridModes,
                                   (std::get<1>(info.param) ? "Reordered" : "");
                          });
 
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      << "largest difference " << max_abs_diff(got, want);
+}
+
 // Batch invariance holds in hybrid sessions too: a prompt's FFN splits between the device's hot
 // neurons and the host's cold ones as a decode step's does, so every position's logits are the
 // same bits at -b 1 and -b 16.
@@ -163,12 +169,33 @@ TEST(Hybrid, SparsePromptsAreBatchInvariant) {
       s.eval_all(prompt, out);
       return out;
     };
-    const auto steps = logits(1);
-    const auto whole = logits(16);
-    ASSERT_EQ(steps.size(), whole.size());
-    EXPECT_EQ(std::memcmp(steps.data(), whole.data(), steps.size() * sizeof(float)), 0)
-        << "largest difference " << max_abs_diff(steps, whole);
+    expect_same_bits(logits(1), logits(16));
   }
+}
+
+// With dense prompts a prompt marked as one stays on the host's dense kernels however it is cut
+// into passes, and the decode steps after it split as always: the same bits at -b 3 and -b 16.
+TEST(Hybrid, DensePromptsInPiecesOfAnySize) {
+  const auto cpu = Model::load(sparse_model());
+  const auto hyb =
+      Model::load(sparse_model(), standin(budget_for(cpu, 1.0 / 3), SparseMode::Predictor));
+  ASSERT_FALSE(hyb->device_name().empty()) << hyb->placement_note();
+  std::vector<int32_t> prompt = {1};
+  for (int i = 1; i < 30; ++i) prompt.push_back(2 + (i * 37) % 250);
+  const auto logits = [&](int32_t n_batch) {
+    SessionOptions o = session_options(SparseMode::Predictor);
+    o.sparse_prompt = false;
+    o.n_batch = n_batch;
+    Session s(hyb, o);
+    const auto first = s.eval_prompt(prompt);
+    std::vector<float> out(first.begin(), first.end());
+    for (const int32_t t : {7, 99, 3}) {
+      const auto l = s.eval({&t, 1});
+      out.insert(out.end(), l.begin(), l.end());
+    }
+    return out;
+  };
+  expect_same_bits(logits(3), logits(16));
 }
 
 TEST(Hybrid, LayerOffloadEqualsSingleDevice) {

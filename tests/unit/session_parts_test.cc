@@ -69,7 +69,8 @@ TEST(PassLayout, LaysChunksOutInOrderAtTheEndOfTheirSequences) {
   const std::vector<SeqTokens> batch{{2, a}, {1, b}, {0, c}};
   EXPECT_EQ(pass.plan(batch, kv), 6);
   ASSERT_EQ(pass.chunks().size(), 3u);
-  const std::vector<int64_t> rows(pass.chunk_rows().begin(), pass.chunk_rows().end());
+  std::vector<int64_t> rows;
+  for (const sparse::FfnChunk& c : pass.ffn_chunks()) rows.push_back(c.rows);
   EXPECT_EQ(rows, (std::vector<int64_t>{3, 1, 2}));
   EXPECT_EQ(pass.chunks()[1].seq, 1);
   EXPECT_EQ(pass.chunks()[1].row0, 3);
@@ -98,6 +99,23 @@ TEST(PassLayout, AttentionChunksCarryTheirCachesAndTheSparseRule) {
   EXPECT_FALSE(chunks[0].sparse);  // longer than the rule's rows
   EXPECT_TRUE(chunks[1].sparse);
   EXPECT_FALSE(pass.attention_chunks(0, kv, 0)[1].sparse);
+}
+
+TEST(PassLayout, MarkedPromptsRunDenseOnlyWhereTheSessionsPromptsDo) {
+  KvCache kv(small_attention(), 2, {true});
+  PassLayout pass(2, 8);
+  const std::vector<int32_t> piece{1, 2}, step{6};
+  const std::vector<SeqTokens> batch{{0, piece, true}, {1, step}};
+  for (const bool dense_prompts : {false, true}) {
+    SCOPED_TRACE(dense_prompts);
+    pass.plan(batch, kv, dense_prompts);
+    EXPECT_EQ(pass.chunks()[0].dense, dense_prompts);
+    EXPECT_EQ(pass.ffn_chunks()[0].dense, dense_prompts);
+    EXPECT_FALSE(pass.ffn_chunks()[1].dense);  // a generated token
+    const std::span<const AttentionChunk> chunks = pass.attention_chunks(0, kv, 8);
+    EXPECT_EQ(chunks[0].sparse, !dense_prompts);
+    EXPECT_TRUE(chunks[1].sparse);
+  }
 }
 
 TEST(ForwardBuffers, HoldOnlyWhatTheModelAndModeNeed) {
