@@ -166,7 +166,9 @@ class Session {
   // context, hearth::Error and nothing is evaluated.
   // A sequence's results do not depend on what it is batched with, bit for bit (each token's
   // matrix products, norms and attention are computed as if it were alone; the sparse modes
-  // decide each chunk as SessionOptions::sparse_prompt says).
+  // decide each chunk as SessionOptions::sparse_prompt says). One exception: a hybrid session
+  // in dense mode splits the FFN with its device in passes of at most 8 tokens and runs longer
+  // ones on the host, which round differently.
   void eval_batch(std::span<const SeqTokens> batch, std::span<float> logits);
 
   // The calls without a sequence (eval, eval_all, n_past, reset) act on sequence 0.

@@ -33,7 +33,7 @@ int64_t selected(const Selection& sel, const float* row, const int32_t* neuron, 
 bool streams_down(const FfnWeights& w, const Selection& sel, int64_t k, int64_t n_ff) {
   if (!w.down || !w.down->present()) return false;
   return (sel.exact && dtype_block_size(w.down->type) > 1) ||
-         k > axpy_crossover(w.down_t->type) * n_ff;
+         k > down_crossover(*w.down, *w.down_t) * n_ff;
 }
 
 // Where the results of the group's tokens tokens[0, n) go: straight into out when they are

@@ -156,6 +156,12 @@ double axpy_crossover(DType t) {
   }
 }
 
+double down_crossover(const Matrix& down, const Matrix& down_t) {
+  const double file = static_cast<double>(row_bytes(down.type, down.cols)) / down.cols;
+  const double copy = static_cast<double>(row_bytes(down_t.type, down_t.cols)) / down_t.cols;
+  return axpy_crossover(down_t.type) * std::min(1.0, file / copy);
+}
+
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares) {
   InputMajor out;

@@ -40,6 +40,13 @@ DType neuron_major_type(DType t, int64_t n_embd);
 // quantized types') further below the dense rate than long ones (bm_scattered_read).
 double axpy_crossover(DType t);
 
+// The share of a layer's neurons above which one token's axpy over `down_t` (ffn_down's
+// neuron-major copy) is slower than the dense product over `down` (the file's ffn_down): the copy
+// type's axpy_crossover, which compares the two over the same bytes, times the bytes a weight
+// takes in the file's matrix against the copy (a Q4_0 file's Q8_0 copy holds 1.9 times the bytes
+// per weight, so its axpy pays only below about half the share it would over a Q8_0 file).
+double down_crossover(const Matrix& down, const Matrix& down_t);
+
 // The input-major copies model-wide input thresholds read in decode steps (InputMajorLayer). Float
 // matrices keep their values exactly (F32, F16; BF16 becomes F32), their rows lane-grouped
 // (lane_grouped_row), as lane_matvec reads them; every other copy keeps its rows in input order

@@ -133,6 +133,23 @@ TEST(InputSparsity, CountsTheWeightsSkipped) {
   EXPECT_GT(d.sparse_stats().input_sparsity(), 0.0);
 }
 
+// The down projection's crossover from its copy's axpy to the file's matrix: the copy type's
+// where the copy takes a weight in as many bytes as the file (F16, Q8_0), lower where it takes
+// more (a Q4_0 or Q4_K file's Q8_0 copy), never higher where it takes fewer.
+TEST(NeuronMajorDown, CrossoverWeighsTheCopysBytesAgainstTheFiles) {
+  const auto crossover = [](DType file, DType copy) {
+    return sparse::down_crossover(Matrix{file, nullptr, 2048, 5632},
+                                  Matrix{copy, nullptr, 5632, 2048});
+  };
+  EXPECT_DOUBLE_EQ(crossover(DType::F16, DType::F16), sparse::axpy_crossover(DType::F16));
+  EXPECT_DOUBLE_EQ(crossover(DType::Q8_0, DType::Q8_0), sparse::axpy_crossover(DType::Q8_0));
+  EXPECT_DOUBLE_EQ(crossover(DType::Q4_0, DType::Q8_0),
+                   sparse::axpy_crossover(DType::Q8_0) * 18.0 / 34.0);
+  EXPECT_DOUBLE_EQ(crossover(DType::Q4_K, DType::Q8_0),
+                   sparse::axpy_crossover(DType::Q8_0) * 144.0 / 272.0);
+  EXPECT_DOUBLE_EQ(crossover(DType::F32, DType::F16), sparse::axpy_crossover(DType::F16));
+}
+
 TEST(InputSparsity, QuantizedModelsReadRequantizedInputMajorCopies) {
   // The copies' types: about the file's size, with axpy kernels, where the blocks fit.
   EXPECT_EQ(sparse::input_major_type(DType::F16, 64), DType::F16);
