@@ -60,7 +60,12 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
     return;
   }
   const Matrix& up = *g.w.up;
-  if (g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) {
+  if (sel.up) {
+    // The rule computed every neuron's up with the gate (and counted its bytes).
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < k; ++j) a[t * k + j] = sel.up[t * n_ff + idx[j]];
+    }
+  } else if (g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) {
     // Every neuron's up through the input-major copy (its input's zeros are what it skips), then
     // the selected ones picked out.
     float* const full = s.gate.data();  // [n, n_ff], unused once the rule has decided

@@ -35,6 +35,7 @@ class MagnitudeRule final : public NeuronRule {
     const Matrix& m = gated(w) ? *w.gate : *w.up;
     const float* bias = gated(w) ? nullptr : w.up_bias;
     float* const d = s.decided.data();
+    const float* up = nullptr;
     if (w.neurons) {
       // Only the subset's rows: the others are a device's, which decides them itself.
       const int64_t kc = w.n_neurons;
@@ -47,6 +48,13 @@ class MagnitudeRule final : public NeuronRule {
         for (int64_t j = 0; j < kc; ++j) d[t * n_ff + w.neurons[j]] = tmp[t * kc + j];
       }
       stats.weight_bytes += static_cast<uint64_t>(kc) * row_bytes(m.type, m.cols);
+    } else if (keeps_every_up(shape, rule, w, n, s)) {
+      // Every neuron's up is needed: the gate and up in one pass over the pool, as the dense
+      // FFN takes them, up into s.gate (free until the pipeline's gathers, which this skips).
+      linear_shared(ctx, {{&m, d}, {w.up, s.gate.data()}}, xn, n);
+      stats.weight_bytes += m.bytes() + w.up->bytes();
+      activate(ctx.isa(), shape.act, d, n * n_ff, d);
+      up = s.gate.data();
     } else {
       all_rows_product(ctx, m, gated(w) ? w.gate_t : w.up_t, xn, n, s, d, stats);
       add_bias(ctx.isa(), d, bias, n, n_ff);
@@ -54,6 +62,7 @@ class MagnitudeRule final : public NeuronRule {
     }
     if (rule.threshold > 0.0f) mask_below(d, n * n_ff, rule.threshold);
     Selection sel;
+    sel.up = up;
     sel.kind = Selection::Kind::Activations;
     sel.values = d;
     sel.down_threshold = rule.down_threshold;
@@ -62,6 +71,17 @@ class MagnitudeRule final : public NeuronRule {
   }
 
  private:
+  // Whether the gate selects every neuron of a decode-sized group, so that all of up is read
+  // anyway: Threshold mode without a gate threshold (model-wide files) and an activation that is
+  // zero only by underflow, the file's matrices read (no input-major copies for this group).
+  bool keeps_every_up(const FfnShape& shape, const LayerRule& rule, const FfnWeights& w, int64_t n,
+                      const FfnScratch& s) const {
+    const bool copies =
+        s.n_inputs >= 0 && ((w.gate_t && w.gate_t->present()) || (w.up_t && w.up_t->present()));
+    return !oracle_ && gated(w) && rule.threshold == 0.0f && n <= kMaxSparseBatch && !copies &&
+           (shape.act == Activation::Silu || shape.act == Activation::Gelu);
+  }
+
   bool oracle_;
 };
 

@@ -35,6 +35,9 @@ struct Selection {
   // The decided activations are the exact ones (Oracle): the down projection must read the
   // weights as the dense product does, so that the result is the dense one bit for bit.
   bool exact = false;
+  // Activations: every neuron's up [n, n_ff], where the rule computed it with the gate (one pass
+  // over the pool for both); null: the pipeline computes the selected neurons' up itself.
+  const float* up = nullptr;
 
   bool fires(int64_t t, int64_t i, int64_t n_ff) const {
     switch (kind) {
