@@ -85,7 +85,10 @@ void expect_server_invariance(const std::string& model, const std::vector<std::s
   const std::string prompt = "the request whose answer must not move: forty-odd bytes";
   const json mine = body(prompt);
   json expected, expected_next;
-  json next;  // a prompt that goes on from mine's answer, as a chat's next turn does
+  // A prompt that goes on from mine's answer, as a chat's next turn does. (Its text may tokenize
+  // otherwise than the generated tokens, so the cache may hold none of them for it: which cached
+  // tokens a slot reuses is tested in slot_test.cc.)
+  json next;
   {
     ServerProcess alone(
         args({"-m", model, "-c", "256", "--parallel", "1", "--no-cache-prompt", "-t", "1"}));
