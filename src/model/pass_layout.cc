@@ -11,10 +11,12 @@ PassLayout::PassLayout(int32_t n_seq, int32_t n_batch)
 int64_t PassLayout::plan(std::span<const SeqTokens> batch, const KvCache& kv, bool dense_prompts) {
   int64_t n = 0;
   n_chunks_ = 0;
+  any_dense_ = false;
   for (const SeqTokens& b : batch) {
     const auto len = static_cast<int64_t>(b.tokens.size());
     const int64_t pos0 = kv.n_past(b.seq);
     const bool dense = dense_prompts && b.prompt;
+    any_dense_ = any_dense_ || dense;
     ffn_chunks_[n_chunks_] = sparse::FfnChunk{len, dense};
     chunks_[n_chunks_++] = Chunk{b.seq, n, len, pos0, dense};
     for (int64_t t = 0; t < len; ++t, ++n) row_pos_[static_cast<size_t>(n)] = pos0 + t;

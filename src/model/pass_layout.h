@@ -36,6 +36,7 @@ class PassLayout {
   std::span<const Chunk> chunks() const { return {chunks_.data(), n_chunks_}; }
   // [chunks] each chunk's rows, for the FFN executor
   std::span<const sparse::FfnChunk> ffn_chunks() const { return {ffn_chunks_.data(), n_chunks_}; }
+  bool any_dense() const { return any_dense_; }  // some chunk is Chunk::dense
   int64_t position(int64_t row) const { return row_pos_[static_cast<size_t>(row)]; }
 
   // The chunks with layer il's caches. Chunks of at most sparse_rows rows that are not dense are
@@ -45,6 +46,7 @@ class PassLayout {
  private:
   std::vector<Chunk> chunks_;  // [n_seq] capacity; the pass uses n_chunks_
   size_t n_chunks_ = 0;
+  bool any_dense_ = false;
   std::vector<sparse::FfnChunk> ffn_chunks_;  // [n_seq]
   std::vector<int64_t> row_pos_;             // [n_batch]
   std::vector<AttentionChunk> attn_chunks_;  // [n_seq]

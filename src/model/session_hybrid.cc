@@ -73,9 +73,7 @@ void Session::Impl::run_ffn(size_t il, const float* xn, const float* p, int64_t 
   float* const out = buf_.ffn_out.f32();
   const bool split = device_ && model_.device_hot[il] > 0;
   const std::span<const sparse::FfnChunk> chunks = pass_.ffn_chunks();
-  const bool any_dense =
-      std::any_of(chunks.begin(), chunks.end(), [](const sparse::FfnChunk& c) { return c.dense; });
-  if (split && n <= sparse::kMaxSparseBatch && !any_dense) {
+  if (split && n <= sparse::kMaxSparseBatch && !pass_.any_dense()) {
     split_ffn(il, xn, p, n, out);
     return;
   }

@@ -19,8 +19,7 @@ Slot::Slot(int32_t seq, const Model& model, bool reuse_generated)
 }
 
 int32_t Slot::reusable(const std::vector<int32_t>& prompt) const {
-  const size_t most =
-      std::min(reuse_generated_ ? cache_.size() : cached_prompt_, prompt.size() - 1);
+  const size_t most = std::min(reuse_generated_ ? cache_.size() : prompt_pos_, prompt.size() - 1);
   size_t n = 0;
   while (n < most && cache_[n] == prompt[n]) ++n;
   return static_cast<int32_t>(n);
@@ -38,7 +37,6 @@ void Slot::start(std::shared_ptr<GenerationJob> job, int32_t reuse) {
   }
   job_ = std::move(job);
   cache_.resize(static_cast<size_t>(reuse));
-  cached_prompt_ = std::min(cached_prompt_, cache_.size());
   prompt_pos_ = static_cast<size_t>(reuse);
   input_size_ = 0;
   next_ = -1;
@@ -66,7 +64,6 @@ bool Slot::advance(std::span<const float> logits, int32_t n_ctx) {
     const std::vector<int32_t>& prompt = job_->request().prompt;
     const auto from = prompt.begin() + static_cast<std::ptrdiff_t>(prompt_pos_);
     cache_.insert(cache_.end(), from, from + static_cast<std::ptrdiff_t>(input_size_));
-    cached_prompt_ = cache_.size();
     prompt_pos_ += input_size_;
     if (ingesting()) return true;  // logits of a prompt token in the middle: not needed
     t_gen_ = Clock::now();
@@ -149,7 +146,7 @@ void Slot::drop() {
   job_.reset();
   sampler_.reset();
   cache_.clear();
-  cached_prompt_ = 0;
+  prompt_pos_ = 0;
 }
 
 }  // namespace hearth::server

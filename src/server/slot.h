@@ -66,9 +66,8 @@ class Slot {
   const Model& model_;
   const bool reuse_generated_;
   std::vector<int32_t> cache_;  // the tokens the sequence's KV cache holds, in order
-  size_t cached_prompt_ = 0;    // how many of them, from the first, it evaluated as a prompt
   std::shared_ptr<GenerationJob> job_;
-  size_t prompt_pos_ = 0;    // prompt tokens in the cache
+  size_t prompt_pos_ = 0;    // prompt tokens in the cache (its first ones; the rest generated)
   size_t input_size_ = 0;    // tokens input() handed out
   int32_t next_ = -1;        // sampled, not yet evaluated
   std::optional<Sampler> sampler_;

@@ -42,8 +42,9 @@ void FfnExecutor::run(cpu::CpuContext& ctx, const FfnWeights& w, const float* xn
                       int64_t n, float* out, SparseStats& stats) {
   const auto small = [](const FfnChunk& c) { return c.rows <= kMaxSparseBatch && !c.dense; };
   if (chunks_.size() <= 1 || mode_.mode == SparseMode::Dense) {
-    const bool one_small = chunks_.empty() ? n <= kMaxSparseBatch : small(chunks_[0]);
-    run_group(ctx, w, xn, p, n, one_small, out, stats);
+    // (Dense mode marks no chunk dense, so only a lone chunk can be.)
+    const bool group_small = n <= kMaxSparseBatch && (chunks_.empty() || !chunks_[0].dense);
+    run_group(ctx, w, xn, p, n, group_small, out, stats);
     return;
   }
   // Groups of consecutive chunks decided alike: short ones up to kMaxSparseBatch rows together
