@@ -3,18 +3,21 @@
 // calibrated copy of the model that run/bench/perplexity use in --sparse auto. With --report DIR
 // it also writes an HTML report; `hearth calibrate -m CALIBRATED.gguf --report DIR` (no -f)
 // renders the report of an already calibrated file. Progress goes to stderr.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "calib/calibrate.h"
+#include "calib/residual_rotation.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 
 namespace hearth::cli {
 namespace {
@@ -101,6 +104,23 @@ std::shared_ptr<const Model> load_model(const std::string& path, const WeightFla
   return Model::load(path, o);
 }
 
+// The model with its residual stream in its principal axes (calib/residual_rotation.h), written
+// to `scratch` and loaded from there; `model` itself when its recipe has no such rotation and
+// `required` is false.
+std::shared_ptr<const Model> rotated(const std::shared_ptr<const Model>& model,
+                                     const calib::CalibrateOptions& o,
+                                     const gguf::ScratchPath& scratch, bool required,
+                                     const WeightFlags& weights) {
+  const std::string blocker = calib::rotation_blocker(*model);
+  if (!blocker.empty()) {
+    if (required) fail("--rotate: the residual stream of this model cannot be rotated: ", blocker);
+    o.log("rotation: none, since " + blocker);
+    return model;
+  }
+  calib::rotate_for_calibration(model, o, scratch.path());
+  return load_model(scratch.path(), weights);
+}
+
 }  // namespace
 
 int cmd_calibrate(int argc, char** argv) {
@@ -133,6 +153,14 @@ int cmd_calibrate(int argc, char** argv) {
                  "ffn: the FFN alone, by |act(gate)| then |act(gate) * up|")
       ->check(CLI::IsMember({"model", "ffn"}))
       ->capture_default_str();
+  bool rotate = false, no_rotate = false;
+  app.add_flag("--rotate", rotate,
+               "--scope model: rotate the residual stream to its principal axes before "
+               "choosing thresholds (the same function, folded into the weights; fails where the "
+               "architecture cannot). The default for float and Q8_0 models whose architecture "
+               "can; smaller types only when asked, since it rounds their matrices again");
+  app.add_flag("--no-rotate", no_rotate, "--scope model: keep the residual stream's own axes")
+      ->excludes("--rotate");
   app.add_option("--gate-sparsity", o.gate_sparsity,
                  "--scope ffn: of --sparsity, the share skipped by |act(gate)| alone, whose up "
                  "rows are not read either (default: 0.4 * sparsity)");
@@ -191,7 +219,16 @@ int cmd_calibrate(int argc, char** argv) {
     if (stage == "all" && !std::isnan(o.sparsity)) {
       o.kind = scope == "ffn" ? calib::CalibKind::Thresholds : calib::CalibKind::InputThresholds;
     }
-    const auto model = load_model(model_path, weights);
+    auto model = load_model(model_path, weights);
+    std::optional<gguf::ScratchPath> scratch;
+    if (o.kind == calib::CalibKind::InputThresholds && !no_rotate &&
+        (rotate || calib::rotation_rounds_finely(*model))) {
+      const std::string base = out_path.empty()
+                                   ? (std::filesystem::temp_directory_path() / "hearth").string()
+                                   : out_path;
+      scratch.emplace(str_cat(base, ".rotated.", ::getpid()));
+      model = rotated(model, o, *scratch, rotate, weights);
+    }
     return finish(*model, calib::calibrate(model, o), out_path, report_dir);
   });
 }

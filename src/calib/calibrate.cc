@@ -322,6 +322,10 @@ void check_options(const CalibrateOptions& o) {
 
 }  // namespace
 
+std::vector<int32_t> training_tokens(const Model& model, const CalibrateOptions& o) {
+  return split_tokens(model, o).train;
+}
+
 CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o) {
   check_options(o);
   CalibrationResult r;

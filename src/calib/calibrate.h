@@ -81,6 +81,10 @@ struct CalibrationResult {
 // not UTF-8 or too short for the windows, a kind the model cannot take, bad options).
 CalibrationResult calibrate(const std::shared_ptr<const Model>& model, const CalibrateOptions& o);
 
+// The tokens calibrate() profiles (o.text, without the held-out share, at most o.max_tokens);
+// throws hearth::Error as calibrate() does for a text too short.
+std::vector<int32_t> training_tokens(const Model& model, const CalibrateOptions& o);
+
 // --stage train: predictors from the profile a ProfileOnly run saved in `profile` (a calibrated
 // file: the model plus the samples), without profiling again. Same result as one calibrate().
 CalibrationResult train_from_profile(const std::shared_ptr<const Model>& profile,

@@ -129,6 +129,22 @@ class GgufFile {
   friend class GgufParser;
 };
 
+// A file a command writes and reads back before it ends (hearth calibrate's rotated model): the
+// destructor removes it, and so does SIGINT, SIGTERM or SIGHUP while it lives (as for the
+// temporary file of GgufWriter::write).
+class ScratchPath {
+ public:
+  explicit ScratchPath(std::string path);
+  ~ScratchPath();
+  ScratchPath(const ScratchPath&) = delete;
+  ScratchPath& operator=(const ScratchPath&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int slot_ = -1;
+};
+
 // Builds a GGUF v3 file. Tensor data is borrowed: the pointers passed to add_tensor must stay valid
 // until write() returns. write() goes to a temporary file beside the target and renames it, so a
 // failed or interrupted write never leaves a half-written file under the final name.

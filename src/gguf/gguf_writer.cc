@@ -162,6 +162,19 @@ void unregister_temp_file(int slot) {
   if (slot >= 0) g_temp_files[slot].state.store(0, std::memory_order_release);
 }
 
+}  // namespace
+
+ScratchPath::ScratchPath(std::string path) : path_(std::move(path)) {
+  slot_ = register_temp_file(path_);
+}
+
+ScratchPath::~ScratchPath() {
+  std::remove(path_.c_str());
+  unregister_temp_file(slot_);
+}
+
+namespace {
+
 // The temporary file of one write(): removed unless commit() renamed it over the target, also
 // when a signal ends the process meanwhile.
 class TempFile {
