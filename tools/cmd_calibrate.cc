@@ -111,6 +111,10 @@ std::shared_ptr<const Model> rotated(const std::shared_ptr<const Model>& model,
                                      const calib::CalibrateOptions& o,
                                      const gguf::ScratchPath& scratch, bool required,
                                      const WeightFlags& weights) {
+  if (calib::already_rotated(*model)) {
+    o.log("rotation: none, since the file's residual stream is in its principal axes already");
+    return model;
+  }
   const std::string blocker = calib::rotation_blocker(*model);
   if (!blocker.empty()) {
     if (required) fail("--rotate: the residual stream of this model cannot be rotated: ", blocker);

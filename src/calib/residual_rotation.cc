@@ -201,6 +201,10 @@ std::string rotation_blocker(const Model& model) {
   return "";
 }
 
+bool already_rotated(const Model& model) {
+  return model_file(model).get_bool("hearth.residual_rotation").value_or(false);
+}
+
 bool rotation_rounds_finely(const Model& model) {
   for (const gguf::TensorInfo& t : model_file(model).tensors()) {
     const auto type = static_cast<DType>(t.type);

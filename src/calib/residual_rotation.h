@@ -37,6 +37,10 @@ struct ResidualRotation {
 // output, learned positions, predictors that read the stream), or "" when it can.
 std::string rotation_blocker(const Model& model);
 
+// Whether the file says it was rotated already (hearth.residual_rotation): its stream is in its
+// principal axes, and rotating again would only round quantized matrices once more.
+bool already_rotated(const Model& model);
+
 // Whether every tensor the rotation changes is stored in a float type or Q8_0. Rotating rounds
 // quantized tensors again in their own type: at 8 bits that costs about 0.1% of perplexity, at 4
 // bits several percent (docs/benchmarks.md, "The residual stream in its principal axes").

@@ -156,6 +156,12 @@ TEST(ResidualRotation, CalibrateRotatesFloatModelsUnlessToldNot) {
   const double ppl_rotated = test::cli_perplexity(
       dir + "/rot-cli-on.gguf", calib_text, {"-c", "64", "--chunks", "4", "--sparse", "dense"});
   EXPECT_NEAR(ppl_rotated, ppl, 1e-3 * ppl);
+  // Calibrating a rotated file again keeps its axes.
+  const auto again =
+      test::run_hearth({"calibrate", "-m", dir + "/rot-cli-on.gguf", "-f", calib_text, "--sparsity",
+                        "0.3", "-t", "2", "-o", dir + "/rot-cli-again.gguf"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("principal axes already"), std::string::npos) << again.err;
   const std::string opt = arch_test::make_opt(false).write("rot-cli-opt-in.gguf");
   test::expect_clean_error(test::run_hearth({"calibrate", "-m", opt, "-f", calib_text, "--sparsity",
                                              "0.3", "--rotate", "-o", dir + "/rot-cli-opt.gguf"}),
