@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -312,54 +313,96 @@ TEST_F(Cli, PerplexityWithNanLogitsIsAnError) {
   EXPECT_NE(r.err.find("not finite"), std::string::npos) << r.err;
 }
 
+// Runs `hearth ARGS` with default signal actions, waits until a file whose name starts with
+// `prefix` appears in `dir`, sends `sig`, and checks that the process died of it and that no such
+// file stays behind.
+void expect_interrupt_cleans_up(std::vector<std::string> args, const std::string& dir,
+                                const std::string& prefix, int sig, int settle_us) {
+  SCOPED_TRACE("signal " + std::to_string(sig) + ", " + args[0]);
+  args.insert(args.begin(), HEARTH_BINARY);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  // The child gets default signal actions, whatever this process ignores.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t all;
+  sigfillset(&all);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  const auto tmp_exists = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().filename().string().rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  bool seen = false;
+  for (int i = 0; i < 30000 && !(seen = tmp_exists()); ++i) ::usleep(1000);
+  ::usleep(settle_us);
+  ::kill(pid, sig);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(seen) << "no " << prefix << "* file appeared";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
+      << "status " << status << " (finished before the signal?)";
+  EXPECT_FALSE(tmp_exists()) << "the " << prefix << "* file stayed behind";
+}
+
+// For SIGINT and SIGTERM: hearth ARGS(OUT), interrupted once a file OUT + `suffix`* appears,
+// leaves neither that file nor OUT.
+void expect_interrupts_clean_up(
+    const std::function<std::vector<std::string>(const std::string&)>& args,
+    const std::string& suffix, int settle_us) {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const std::string out_dir = test::temp_dir();
+    const std::string out = out_dir + "/out.gguf";
+    expect_interrupt_cleans_up(args(out), out_dir, "out.gguf" + suffix, sig, settle_us);
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
+// A random F32 Llama of `shape` (synth's flags) at `path`.
+void synth_f32(const std::string& path, std::vector<std::string> shape) {
+  std::vector<std::string> args = {"synth", "-o", path, "--type", "f32", "--n-vocab", "300"};
+  args.insert(args.end(), shape.begin(), shape.end());
+  ASSERT_EQ(run_hearth(args).exit_code, 0);
+}
+
 // An interrupted quantize leaves neither OUT nor its temporary OUT.tmp.<pid> (SIGINT and SIGTERM;
 // the process still dies of the signal).
 TEST_F(Cli, InterruptedQuantizeLeavesNoTemporaryFile) {
   const std::string src = *dir_ + "/wide.gguf";
-  ASSERT_EQ(run_hearth({"synth", "-o", src, "--n-embd", "512", "--n-layer", "4", "--n-ff", "1408",
-                        "--n-head", "8", "--n-head-kv", "8", "--n-vocab", "300", "--n-ctx", "64",
-                        "--type", "f32"})
-                .exit_code,
-            0);
-  for (const int sig : {SIGINT, SIGTERM}) {
-    const std::string out_dir = test::temp_dir();
-    const std::string out = out_dir + "/out.gguf";
-    std::vector<std::string> args = {HEARTH_BINARY, "quantize", src, out, "q4_k_m"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    // The child gets default signal actions, whatever this process ignores.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t all;
-    sigfillset(&all);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    const auto tmp_exists = [&] {
-      for (const auto& e : std::filesystem::directory_iterator(out_dir)) {
-        if (e.path().filename().string().rfind("out.gguf.tmp.", 0) == 0) return true;
-      }
-      return false;
-    };
-    bool seen = false;
-    for (int i = 0; i < 5000 && !(seen = tmp_exists()); ++i) ::usleep(1000);
-    ::usleep(50000);  // well into the writing
-    ::kill(pid, sig);
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(seen) << "the temporary file never appeared";
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
-        << "signal " << sig << ": status " << status << " (finished before the signal?)";
-    EXPECT_FALSE(tmp_exists()) << "signal " << sig << " left the temporary file";
-    EXPECT_FALSE(std::filesystem::exists(out));
-  }
+  synth_f32(src, {"--n-embd", "512", "--n-layer", "4", "--n-ff", "1408", "--n-head", "8",
+                  "--n-head-kv", "8", "--n-ctx", "64"});
+  expect_interrupts_clean_up(
+      [&](const std::string& out) {
+        return std::vector<std::string>{"quantize", src, out, "q4_k_m"};
+      },
+      ".tmp.", 50000);  // well into the writing
+}
+
+// An interrupted model-wide calibration leaves no scratch copy of the rotated model
+// (OUT.rotated.<pid>), nor OUT.
+TEST_F(Cli, InterruptedCalibrateLeavesNoRotatedScratchModel) {
+  const std::string src = *dir_ + "/calib-src.gguf";
+  synth_f32(src, {"--n-embd", "128", "--n-layer", "2", "--n-ff", "352", "--n-head", "4",
+                  "--n-head-kv", "4", "--n-ctx", "256"});
+  const std::string text = *dir_ + "/calib-text.txt";
+  test::write_file(text, test::random_words(400000, 11));
+  expect_interrupts_clean_up(
+      [&](const std::string& out) {
+        return std::vector<std::string>{"calibrate", "-m", src, "-f", text, "--sparsity",
+                                        "0.4",       "-t", "1", "-o", out};
+      },
+      ".rotated.", 20000);  // into the search on the rotated model
 }
 
 }  // namespace
