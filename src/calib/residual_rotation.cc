@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 
 #include "backend/cpu/context.h"
 #include "calib/symmetric_eigen.h"
@@ -160,18 +159,16 @@ class RowRotator {
     matmul(ctx_, DType::F32, qt_.data(), n_, n_, rows.data(), m, out_.data());
     rows.swap(out_);
   }
-  // w[n, cols] (rows in the stream's basis) -> Q^T w.
+  // w[n, cols] (rows in the stream's basis) -> Q^T w, as Q^T's rows times w's columns.
   void rotate_columns(std::vector<float>& w, int64_t cols) {
-    std::vector<float> t(w.size());
+    std::vector<float> wt(w.size());  // [cols, n]
     for (int64_t r = 0; r < n_; ++r) {
-      for (int64_t c = 0; c < cols; ++c)
-        t[static_cast<size_t>(c * n_ + r)] = w[static_cast<size_t>(r * cols + c)];
+      for (int64_t c = 0; c < cols; ++c) {
+        wt[static_cast<size_t>(c * n_ + r)] = w[static_cast<size_t>(r * cols + c)];
+      }
     }
-    rotate(t, nullptr);
-    for (int64_t r = 0; r < n_; ++r) {
-      for (int64_t c = 0; c < cols; ++c)
-        w[static_cast<size_t>(r * cols + c)] = t[static_cast<size_t>(c * n_ + r)];
-    }
+    // w[n, cols] = Q^T[n, n] . (wt[cols, n])^T
+    matmul(ctx_, DType::F32, wt.data(), cols, n_, qt_.data(), n_, w.data());
   }
 
  private:
@@ -195,8 +192,7 @@ std::string rotation_blocker(const Model& model) {
   if (b.learned_positions) return "it adds learned position embeddings";
   for (const gguf::TensorInfo& t : model_file(model).tensors()) {
     int64_t il = 0;
-    const std::string s = block_suffix(t.name, &il);
-    if (s == "fc1.weight") return "its predictors read the residual stream";
+    if (block_suffix(t.name, &il) == "fc1.weight") return "its predictors read the residual stream";
   }
   return "";
 }
@@ -266,9 +262,10 @@ RotatedModelReport write_rotated_model(const Model& model, const ResidualRotatio
                         } else if (role.kind == Role::Columns) {
                           rot.rotate_columns(v, t.ne[0]);
                         } else {
-                          std::optional<std::vector<float>> g;
-                          if (!role.norm.empty()) g = tensor_floats(in, role.norm);
-                          rot.rotate(v, g ? &*g : nullptr);
+                          const std::vector<float> g = role.norm.empty()
+                                                           ? std::vector<float>{}
+                                                           : tensor_floats(in, role.norm);
+                          rot.rotate(v, g.empty() ? nullptr : &g);
                         }
                         store(type, v, t.ne[0], dst);
                       });
