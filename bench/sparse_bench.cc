@@ -152,6 +152,28 @@ void bm_prompt_axpy_each(benchmark::State& state, DType t) {
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
 
+// A prompt's product of [kEmbd inputs, kFf outputs] for `tokens` tokens, dense: through the
+// row-major matrix (matmul, copy 0) or through its lane-grouped input-major copy (lane_matmul,
+// copy 1), the same bits. Items/s counts tokens. Args: {tokens, threads, copy}.
+void bm_prompt_lane_matmul(benchmark::State& state, DType t) {
+  const int64_t tokens = state.range(0);
+  cpu::CpuContext ctx(static_cast<int>(state.range(1)));
+  const bool copy = state.range(2) != 0;
+  const WeightSet& w = cached_weights(t, copy ? kEmbd : kFf, copy ? kFf : kEmbd, 0);
+  const auto x = random_activations(tokens * kEmbd, 3);
+  std::vector<float> y(static_cast<size_t>(tokens * kFf));
+  for (auto _ : state) {
+    if (copy) {
+      lane_matmul(ctx, t, t, w.get(0), kEmbd, kFf, x.data(), tokens, y.data(), true);
+    } else {
+      matmul(ctx, t, w.get(0), kFf, kEmbd, x.data(), tokens, y.data());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * tokens);
+  state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
+}
+
 void sparse_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"density%", "threads", "contiguous"});
   for (int threads : {1, 2}) {
@@ -172,6 +194,11 @@ BENCHMARK_CAPTURE(bm_lane_matvec, f16, DType::F16)
 BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)
     ->ArgNames({"density%", "threads"})
     ->ArgsProduct({{0, 55, 80}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_prompt_lane_matmul, f16, DType::F16)
+    ->ArgNames({"tokens", "threads", "copy"})
+    ->ArgsProduct({{16, 128}, {1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_sparse_axpy, q4_0, DType::Q4_0)->Apply(sparse_args);

@@ -6,38 +6,69 @@
 // input's row of W_t into it, and a final pass folds the L rows as the dot product folds its
 // lanes. Threads take whole lanes (disjoint rows of W_t: no shared writes, no order to keep),
 // runs of lanes with about equal numbers of inputs.
+// lane_matmul: the same sums for every input of a batch, as a matrix product: per chunk of
+// output columns and tile of tokens, each lane's rows of W_t against every token (axpy_dense),
+// then the fold. Threads take runs of chunks.
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "ops/matmul_common.h"
 #include "ops/sparse_axpy_chunks.h"
 #include "ops/sparse_matmul.h"
 
 namespace hearth {
+namespace {
+
+constexpr int kMaxLanes = 64;
+// lane_matmul's tiles: kChunk output columns, whose rows of a lane stay in L1 across the token
+// tiles of axpy_dense, and kTokens tokens, whose partial sums for every lane stay in L2.
+constexpr int64_t kChunk = 64, kTokens = 192;
+
+size_t round_up64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// The lanes' partial sums, lane l's `count` values at sums + l * stride, folded in halves as the
+// dense dot product folds its lanes (lane l += lane l + width), into lane 0's.
+void fold_lanes(float* sums, int lanes, int64_t stride, int64_t count) {
+  for (int width = lanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) {
+      float* const dst = sums + l * stride;
+      const float* const src = sums + (l + width) * stride;
+      for (int64_t c = 0; c < count; ++c) dst[c] += src[c];
+    }
+  }
+}
+
+// Whether a weight type's dot product keeps `lanes` lanes that the input-major forms can
+// reproduce: a power of two (folded in halves; a lane is then a mask), dividing the copy's lane
+// groups where its rows are lane-grouped.
+void check_lanes(const char* op, int lanes, DType wtype, DType wtype_t, bool copy_float,
+                 bool lane_grouped) {
+  if (lanes <= 0 || lanes > kMaxLanes || (lanes & (lanes - 1)) != 0 || !copy_float) {
+    fail(op, ": ", dtype_name(wtype), " to ", dtype_name(wtype_t), " is not float to float");
+  }
+  if (lane_grouped && kLaneGroups % lanes != 0) {
+    fail(op, ": ", lanes, " lanes do not divide the copy's ", kLaneGroups, " lane groups");
+  }
+}
+
+}  // namespace
 
 void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
                  int64_t cols, const int32_t* idx, int64_t n_idx, const float* a, float* y,
                  bool lane_grouped) {
   axpy_detail::check_args("lane_matvec", wtype_t, rows, cols, idx, n_idx, 1);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
-  constexpr int kMaxLanes = 64;
-  // The fold in halves needs a power of two, which also makes a lane a mask rather than a division.
-  if (lanes <= 0 || lanes > kMaxLanes || (lanes & (lanes - 1)) != 0 ||
-      ctx.kernels().weights(wtype_t).dot_lanes <= 0) {
-    fail("lane_matvec: ", dtype_name(wtype), " to ", dtype_name(wtype_t), " is not float to float");
-  }
-  if (lane_grouped && kLaneGroups % lanes != 0) {
-    fail("lane_matvec: ", lanes, " lanes do not divide the copy's ", kLaneGroups, " lane groups");
-  }
+  check_lanes("lane_matvec", lanes, wtype, wtype_t, ctx.kernels().weights(wtype_t).dot_lanes > 0,
+              lane_grouped);
   if (cols == 0) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype_t);
   const auto ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
   // Scratch: the lanes' partial sums [lanes, cols], then the list sorted by lane (stable, so
   // each lane's inputs stay ascending) and each lane's start [lanes + 1].
-  const auto round = [](size_t b) { return (b + 63) / 64 * 64; };
-  const size_t acc_bytes = round(static_cast<size_t>(lanes * cols) * sizeof(float));
-  const size_t list_bytes = round(static_cast<size_t>(n_idx) * sizeof(int32_t));
-  const size_t coef_bytes = round(static_cast<size_t>(n_idx) * sizeof(float));
+  const size_t acc_bytes = round_up64(static_cast<size_t>(lanes * cols) * sizeof(float));
+  const size_t list_bytes = round_up64(static_cast<size_t>(n_idx) * sizeof(int32_t));
+  const size_t coef_bytes = round_up64(static_cast<size_t>(n_idx) * sizeof(float));
   auto* arena = static_cast<uint8_t*>(ctx.scratch(
       acc_bytes + list_bytes + coef_bytes + static_cast<size_t>(lanes + 1) * sizeof(int64_t)));
   auto* acc = reinterpret_cast<float*>(arena);
@@ -82,14 +113,72 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
     turns.wait(ith);
     turns.done(ith);
     if (ith != nth - 1) return;
-    for (int width = lanes / 2; width > 0; width /= 2) {
-      for (int l = 0; l < width; ++l) {
-        float* const dst = acc + l * cols;
-        const float* const src = acc + (l + width) * cols;
-        for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
+    fold_lanes(acc, lanes, cols, cols);
+    std::copy(acc, acc + cols, y);
+  });
+}
+
+void lane_matmul(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
+                 int64_t cols, const float* x, int64_t n, float* y, bool lane_grouped) {
+  matmul_detail::check_shape("lane_matmul", wtype_t, rows, cols, n);
+  const int lanes = ctx.kernels().weights(wtype).dot_lanes;
+  const cpu::WeightKernels& k = ctx.kernels().weights(wtype_t);
+  check_lanes("lane_matmul", lanes, wtype, wtype_t, k.dot_lanes > 0 && k.axpy_dense, lane_grouped);
+  if (cols == 0 || n == 0) return;
+  const auto ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
+  const auto elem = static_cast<size_t>(row_bytes(wtype_t, 1));
+  const auto nth = static_cast<size_t>(ctx.pool().size());
+  // Scratch: each thread's lanes' partial sums [lanes, kTokens, kChunk], then the copy's rows by
+  // lane [rows] (lane l's inputs i = l (mod lanes), ascending, from start[l]), the lanes' starts
+  // [lanes + 1] and the coefficients [rows, n] in the same order, token-fastest.
+  const int64_t part = lanes * kTokens * kChunk;
+  const size_t part_bytes = round_up64(static_cast<size_t>(part) * sizeof(float));
+  const size_t rows_bytes = round_up64(static_cast<size_t>(rows) * sizeof(int32_t));
+  const size_t start_bytes = round_up64(static_cast<size_t>(lanes + 1) * sizeof(int64_t));
+  auto* arena = static_cast<uint8_t*>(ctx.scratch(part_bytes * nth + rows_bytes + start_bytes +
+                                                  static_cast<size_t>(rows * n) * sizeof(float)));
+  uint8_t* const shared = arena + part_bytes * nth;
+  auto* by_lane = reinterpret_cast<int32_t*>(shared);
+  auto* start = reinterpret_cast<int64_t*>(shared + rows_bytes);
+  auto* coef = reinterpret_cast<float*>(shared + rows_bytes + start_bytes);
+  start[0] = 0;
+  for (int l = 0; l < lanes; ++l) start[l + 1] = start[l] + (rows - l + lanes - 1) / lanes;
+  // Threads pack runs of inputs, a few tokens at a time, so the reads of x stay in a few rows.
+  ctx.pool().run([&](int ith, int nth_run) {
+    const auto [i0, i1] = cpu::split_range(rows, ith, nth_run);
+    for (int64_t i = i0; i < i1; ++i) {
+      by_lane[start[i & (lanes - 1)] + i / lanes] =
+          static_cast<int32_t>(lane_grouped ? lane_grouped_row(i, rows) : i);
+    }
+    constexpr int64_t kPackTokens = 8;
+    for (int64_t t0 = 0; t0 < n; t0 += kPackTokens) {
+      const int64_t t1 = std::min(n, t0 + kPackTokens);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* const to = coef + (start[i & (lanes - 1)] + i / lanes) * n;
+        for (int64_t t = t0; t < t1; ++t) to[t] = x[t * rows + i];
       }
     }
-    std::copy(acc, acc + cols, y);
+  });
+  const auto* wb = static_cast<const uint8_t*>(w_t);
+  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  ctx.pool().run([&](int ith, int nth_run) {
+    float* const sums = reinterpret_cast<float*>(arena + part_bytes * static_cast<size_t>(ith));
+    const auto [first, last] = cpu::split_range(chunks, ith, nth_run);
+    for (int64_t chunk = first; chunk < last; ++chunk) {
+      const int64_t c0 = chunk * kChunk, width = std::min(kChunk, cols - c0);
+      for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+        const int64_t nt = std::min(kTokens, n - t0);
+        for (int l = 0; l < lanes; ++l) {
+          k.axpy_dense(width, wb + static_cast<size_t>(c0) * elem, ldw, by_lane + start[l],
+                       start[l + 1] - start[l], coef + start[l] * n + t0, static_cast<size_t>(n),
+                       nt, sums + l * kTokens * kChunk, static_cast<size_t>(kChunk));
+        }
+        fold_lanes(sums, lanes, kTokens * kChunk, nt * kChunk);
+        for (int64_t t = 0; t < nt; ++t) {
+          std::copy(sums + t * kChunk, sums + t * kChunk + width, y + (t0 + t) * cols + c0);
+        }
+      }
+    }
   });
 }
 

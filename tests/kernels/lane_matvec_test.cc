@@ -82,6 +82,43 @@ TEST(LaneMatvec, IsTheDenseProductBitForBit) {
   }
 }
 
+// lane_matmul: every token of a batch through the copy, the bits of matmul over W (zeroed inputs
+// included), for batches around the tile sizes (12 tokens a register tile, 96 a scratch tile) and
+// outputs around the 64-column chunks.
+TEST(LaneMatvec, BatchesGiveTheDenseProductBitForBit) {
+  const std::pair<DType, DType> pairs[] = {
+      {DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::BF16, DType::F32}};
+  for (const auto& [t, tt] : pairs) {
+    for (int64_t in : {1, 37, 300}) {
+      for (int64_t out : {17, 203}) {
+        const auto w = test::random_weights(t, out, in, static_cast<uint32_t>(in * out));
+        for (const bool grouped : {false, true}) {
+          const auto wt = input_major(t, w, out, in, tt, grouped);
+          for (int64_t n : {1, 13, 97}) {
+            std::mt19937 rng(static_cast<uint32_t>(n + in));
+            auto x = test::random_floats(n * in, static_cast<uint32_t>(out + n));
+            for (float& v : x) {
+              if (rng() % 3 == 0) v = 0.0f;
+            }
+            for (cpu::Isa isa : test::isas()) {
+              for (int nth : {1, 3}) {
+                cpu::CpuContext ctx(nth, isa);
+                std::vector<float> want(static_cast<size_t>(n * out));
+                matmul(ctx, t, w.data(), out, in, x.data(), n, want.data());
+                std::vector<float> y(want.size(), std::nanf(""));
+                lane_matmul(ctx, t, tt, wt.data(), in, out, x.data(), n, y.data(), grouped);
+                ASSERT_EQ(std::memcmp(y.data(), want.data(), y.size() * 4), 0)
+                    << cpu::isa_name(isa) << " " << dtype_name(t) << " in=" << in
+                    << " out=" << out << " n=" << n << " nth=" << nth << " grouped=" << grouped;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(LaneMatvec, RefusesWhatItCannotReproduce) {
   cpu::CpuContext ctx(1);
   const std::vector<uint8_t> w(64 * 32);

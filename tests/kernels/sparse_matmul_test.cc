@@ -358,6 +358,50 @@ TEST(SparseKernels, FloatAxpyOfSeveralTokensIsEachTokensOwnAxpy) {
   }
 }
 
+// axpy_dense (coefficients token-fastest, every row read, y overwritten) against each token's
+// own axpy of its non-zero coefficients into zeros: the same bits, on odd column counts (vector
+// tails), more rows than a row block, token counts around the register tiles.
+TEST(SparseKernels, FloatDenseAxpyIsEachTokensOwnAxpyIntoZeros) {
+  for (cpu::Isa isa : isas()) {
+    const cpu::Kernels ks = cpu::select_kernels(isa);
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      const cpu::WeightKernels& k = ks.weights(t);
+      ASSERT_NE(k.axpy_dense, nullptr) << cpu::isa_name(isa) << " " << dtype_name(t);
+      for (int64_t cols : {1, 7, 17, 33, 101}) {
+        const auto ldw = static_cast<size_t>(row_bytes(t, cols));
+        const int64_t nr = 150, rows = 2 * nr + 1;
+        const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 5));
+        const auto idx = random_idx(rows, nr, static_cast<uint32_t>(cols + 1));
+        for (int64_t nt : {1, 6, 13, 25}) {
+          const auto a = sparse_coefficients(nt, nr, static_cast<uint32_t>(nt + 3 * cols));
+          std::vector<float> packed(static_cast<size_t>(nr * nt));
+          for (int64_t tok = 0; tok < nt; ++tok) {
+            for (int64_t j = 0; j < nr; ++j) packed[j * nt + tok] = a[tok * nr + j];
+          }
+          std::vector<float> y(static_cast<size_t>(nt * cols), std::nanf(""));
+          k.axpy_dense(cols, w.data(), ldw, idx.data(), nr, packed.data(), nt, nt, y.data(), cols);
+          for (int64_t tok = 0; tok < nt; ++tok) {
+            std::vector<int32_t> own_idx;
+            std::vector<float> own_a;
+            for (int64_t j = 0; j < nr; ++j) {
+              if (a[tok * nr + j] == 0.0f) continue;
+              own_idx.push_back(idx[j]);
+              own_a.push_back(a[tok * nr + j]);
+            }
+            std::vector<float> want(static_cast<size_t>(cols), 0.0f);
+            const auto own = static_cast<int64_t>(own_idx.size());
+            k.axpy(cols, w.data(), ldw, own_idx.data(), own, own_a.data(), own, 1, want.data(),
+                   cols);
+            ASSERT_EQ(std::memcmp(want.data(), y.data() + tok * cols, want.size() * 4), 0)
+                << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
+                << " tokens=" << nt << " token " << tok;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Rows whose coefficients are all zero are poisoned with NaN: reading them would turn the
 // output into NaN (0 * NaN), so finite, unchanged outputs show they were skipped.
 TEST(SparseKernels, AxpySkipsRowsWithZeroCoefficients) {

@@ -79,6 +79,12 @@ struct WeightKernels {
   // callers then call axpy per part.
   void (*axpy_parts)(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                      const int64_t* ends, int64_t n_parts, float* y, size_t ldy) = nullptr;
+  // Float types: y[t * ldy + c] = sum_j coef[j * ldc + t] * W[idx[j]][c] for t < nt, c < n,
+  // overwriting y, every listed row read: the bits of axpy into a zeroed y (a zero coefficient
+  // adds an exact zero), with the coefficients packed token-fastest. The several-token product
+  // of an input-major copy over whole inputs (ops/lane_matvec.cc). Null for other types.
+  void (*axpy_dense)(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) = nullptr;
   // Float types: the lanes of dot's (and gemm's) sums. Each output is L = dot_lanes sums, lane l
   // adding the products of inputs i = l (mod L) in ascending i as axpy adds (FMA where the ISA
   // has it), then lanes folded in halves (lane i += lane i + L/2, down to one). The same bits

@@ -49,18 +49,55 @@ struct TokenAxpy {
     }
   }
 
+   // y[t * ldy + c] = sum_j coef[j * ldc + t] * W[idx[j]][c] for t < nt, c < n, overwriting y:
+  // every listed row, in ascending j, each term V::fma(w, a, y) from +0, so the bits of run()
+  // into a zeroed y (a zero coefficient adds an exact zero). The coefficients come packed
+  // token-fastest (no per-block gathering, no test for zero rows), and a block of rows meets
+  // every token tile in turn: with n columns few enough, its weights stay in L1 across them.
+  static void dense(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                    const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) {
+    if (nr == 0) {
+      for (int64_t t = 0; t < nt; ++t) {
+        for (int64_t c = 0; c < n; ++c) y[t * ldy + c] = 0.0f;
+      }
+      return;
+    }
+    const auto* wb = static_cast<const uint8_t*>(w);
+    const uint8_t* rows[kRowBlock];
+    for (int64_t j0 = 0; j0 < nr; j0 += kRowBlock) {
+      const int m = static_cast<int>(nr - j0 < kRowBlock ? nr - j0 : kRowBlock);
+      for (int r = 0; r < m; ++r) rows[r] = wb + static_cast<size_t>(idx[j0 + r]) * ldw;
+      for (int64_t t0 = 0; t0 < nt; t0 += T) {
+        const int tokens = static_cast<int>(nt - t0 < T ? nt - t0 : T);
+        const float* const cf = coef + j0 * ldc + t0;
+        if (j0 == 0) {
+          dense_block<true>(tokens, n, rows, m, cf, ldc, y + t0 * ldy, ldy,
+                            std::make_integer_sequence<int, T>());
+        } else {
+          dense_block<false>(tokens, n, rows, m, cf, ldc, y + t0 * ldy, ldy,
+                             std::make_integer_sequence<int, T>());
+        }
+      }
+    }
+  }
+
  private:
-  // The columns [c, c + kLanes Vs) of U tokens over m rows; with Tail, one vector of the last
-  // `tail` < kLanes columns.
-  template <int U, int Vs, bool Tail = false>
-  static void columns(const uint8_t* const* rows, int m, const float (*coef)[T], int64_t c,
+  // The columns [c, c + kLanes Vs) of U tokens over m rows, row r's coefficients at
+  // coef[r * ldc, + U); with Tail, one vector of the last `tail` < kLanes columns. The sums start
+  // from y, or from +0 with FromZero.
+  template <int U, int Vs, bool Tail = false, bool FromZero = false>
+  static void columns(const uint8_t* const* rows, int m, const float* coef, size_t ldc, int64_t c,
                       float* y, size_t ldy, int64_t tail = kLanes) {
     static_assert(!Tail || Vs == 1);
     Vec acc[U][Vs];
     for (int t = 0; t < U; ++t) {
       for (int v = 0; v < Vs; ++v) {
         const float* const yv = y + t * ldy;
-        acc[t][v] = Tail ? V::acts_tail(yv, c, tail) : V::acts(yv, c + kLanes * v);
+        if constexpr (FromZero) {
+          acc[t][v] = V::splat(0.0f);
+        } else {
+          acc[t][v] = Tail ? V::acts_tail(yv, c, tail) : V::acts(yv, c + kLanes * v);
+        }
       }
     }
     for (int r = 0; r < m; ++r) {
@@ -69,7 +106,7 @@ struct TokenAxpy {
         wv[v] = Tail ? V::weights_tail(rows[r], c, tail) : V::weights(rows[r], c + kLanes * v);
       }
       for (int t = 0; t < U; ++t) {
-        const Vec b = V::splat(coef[r][t]);
+        const Vec b = V::splat(coef[r * ldc + t]);
         for (int v = 0; v < Vs; ++v) acc[t][v] = V::fma(wv[v], b, acc[t][v]);
       }
     }
@@ -93,13 +130,37 @@ struct TokenAxpy {
     for (int r = 0; r < m; ++r) {
       for (int t = 0; t < U; ++t) coef[r][t] = a[t * lda + js[r]];
     }
+    const float* const cf = &coef[0][0];
     int64_t c = 0;
-    for (; c + 2 * kLanes <= n; c += 2 * kLanes) columns<U, 2>(rows, m, coef, c, y, ldy);
+    for (; c + 2 * kLanes <= n; c += 2 * kLanes) columns<U, 2>(rows, m, cf, T, c, y, ldy);
     if (c + kLanes <= n) {
-      columns<U, 1>(rows, m, coef, c, y, ldy);
+      columns<U, 1>(rows, m, cf, T, c, y, ldy);
       c += kLanes;
     }
-    if (c < n) columns<U, 1, true>(rows, m, coef, c, y, ldy, n - c);
+    if (c < n) columns<U, 1, true>(rows, m, cf, T, c, y, ldy, n - c);
+  }
+
+  // dense() for U tokens over the rows of one block: each column block from y (or from +0 on
+  // the first block, FromZero) with every token tile while its rows are in L1.
+  template <int U, bool FromZero>
+  static void dense_tile(int64_t n, const uint8_t* const* rows, int m, const float* coef,
+                         size_t ldc, float* y, size_t ldy) {
+    int64_t c = 0;
+    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
+      columns<U, 2, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
+    }
+    if (c + kLanes <= n) {
+      columns<U, 1, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
+      c += kLanes;
+    }
+    if (c < n) columns<U, 1, true, FromZero>(rows, m, coef, ldc, c, y, ldy, n - c);
+  }
+  template <bool FromZero, int... Us>
+  static void dense_block(int tokens, int64_t n, const uint8_t* const* rows, int m,
+                          const float* coef, size_t ldc, float* y, size_t ldy,
+                          std::integer_sequence<int, Us...>) {
+    ((tokens == Us + 1 ? dense_tile<Us + 1, FromZero>(n, rows, m, coef, ldc, y, ldy) : void()),
+     ...);
   }
 
   // rows_of<tokens>, for tokens in 1..T.

@@ -29,6 +29,8 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
+// axpy_dense of F32, F16 and BF16 rows on the several-token axpy's tiles (axpy_tokens_avx2.cc).
+void set_float_axpy_dense_kernels(Kernels& k);
 // The several-token float axpy of this table, for F32, F16 and BF16 rows: the column-blocked
 // product (axpy_tokens_avx2.cc). One token takes the row walk (axpy_avx2.cc).
 void axpy_float_tokens(DType t, int64_t n, const void* w, size_t ldw, const int32_t* idx,

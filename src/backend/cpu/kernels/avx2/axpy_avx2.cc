@@ -225,6 +225,7 @@ void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_float<DType::F32, LoadF32>;
   k.f16.axpy = axpy_float<DType::F16, LoadF16>;
   k.bf16.axpy = axpy_float<DType::BF16, LoadBf16>;
+  set_float_axpy_dense_kernels(k);
   k.q8_0.axpy = axpy_q8_0;
   k.q8_0.axpy_parts = axpy_legacy_parts<BlockQ8_0, SumsQ8Avx2>;
   k.q4_0.axpy = axpy_q4_0;

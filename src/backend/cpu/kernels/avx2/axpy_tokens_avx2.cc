@@ -23,4 +23,20 @@ void axpy_float_tokens(DType t, int64_t n, const void* w, size_t ldw, const int3
   }
 }
 
+namespace {
+
+template <typename L>
+void axpy_dense(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) {
+  tiles::TokenAxpy<Ymm<L>, 6>::dense(n, w, ldw, idx, nr, coef, ldc, nt, y, ldy);
+}
+
+}  // namespace
+
+void set_float_axpy_dense_kernels(Kernels& k) {
+  k.f32.axpy_dense = axpy_dense<LoadF32>;
+  k.f16.axpy_dense = axpy_dense<LoadF16>;
+  k.bf16.axpy_dense = axpy_dense<LoadBf16>;
+}
+
 }  // namespace hearth::cpu::avx2

@@ -18,12 +18,21 @@ void axpy_float(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_
   tiles::TokenAxpy<Zmm<L>, 12>::run(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
+template <typename L>
+void axpy_dense(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) {
+  tiles::TokenAxpy<Zmm<L>, 12>::dense(n, w, ldw, idx, nr, coef, ldc, nt, y, ldy);
+}
+
 }  // namespace
 
 void set_float_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_float<LoadF32>;
   k.f16.axpy = axpy_float<LoadF16>;
   k.bf16.axpy = axpy_float<LoadBf16>;
+  k.f32.axpy_dense = axpy_dense<LoadF32>;
+  k.f16.axpy_dense = axpy_dense<LoadF16>;
+  k.bf16.axpy_dense = axpy_dense<LoadBf16>;
 }
 
 }  // namespace hearth::cpu::avx512

@@ -99,6 +99,26 @@ void axpy_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t
   }
 }
 
+// axpy_dense: axpy_rows's terms, into a zeroed y, from coefficients packed token-fastest.
+template <typename D>
+void axpy_dense_rows(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
+                     const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) {
+  for (int64_t t = 0; t < nt; ++t) std::fill(y + t * ldy, y + t * ldy + n, 0.0f);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  float wf[D::kCols];
+  for (int64_t j = 0; j < nr; ++j) {
+    const uint8_t* row = wb + static_cast<size_t>(idx[j]) * ldw;
+    for (int64_t c = 0; c < n; c += D::kCols) {
+      D::run(row, c, wf);
+      for (int64_t t = 0; t < nt; ++t) {
+        const float a = coef[j * static_cast<int64_t>(ldc) + t];
+        float* yt = y + t * ldy + c;
+        for (int64_t i = 0; i < D::kCols; ++i) yt[i] += a * wf[i];
+      }
+    }
+  }
+}
+
 // The integer kernels' next group: up to kAxpyGroup active rows (nonzero coefficient) from
 // position j on, into rows and coef; returns how many (0 once the list is used up).
 int next_group(const uint8_t* wb, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
@@ -287,6 +307,9 @@ void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_rows<DecodeF32>;
   k.f16.axpy = axpy_rows<DecodeF16>;
   k.bf16.axpy = axpy_rows<DecodeBf16>;
+  k.f32.axpy_dense = axpy_dense_rows<DecodeF32>;
+  k.f16.axpy_dense = axpy_dense_rows<DecodeF16>;
+  k.bf16.axpy_dense = axpy_dense_rows<DecodeBf16>;
   k.q8_0.axpy = axpy_legacy<IntQ8_0, DecodeQ8_0>;
   k.q8_0.axpy_parts = axpy_legacy_parts<IntQ8_0>;
   k.q4_0.axpy = axpy_legacy<IntQ4_0, DecodeQ4_0>;
