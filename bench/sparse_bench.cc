@@ -198,7 +198,7 @@ BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_prompt_lane_matmul, f16, DType::F16)
     ->ArgNames({"tokens", "threads", "copy"})
-    ->ArgsProduct({{16, 128}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{1, 5, 16, 128}, {1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_sparse_axpy, q4_0, DType::Q4_0)->Apply(sparse_args);

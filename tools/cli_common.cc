@@ -62,6 +62,10 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
   app.add_flag("--float-predictors", float_predictors,
                "keep float predictors as the file stores them (default: held in Q8_0, about half "
                "the bytes a predictor-mode decode step reads)");
+  app.add_flag("--keep-matrices", keep_matrices,
+               "on a float file with model-wide thresholds, keep the file's projection matrices "
+               "beside the input-major copies threshold decoding reads (default: only the copies, "
+               "about the file's memory instead of 1.75 times it; the same output)");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
                                ? "FFN sparsity: dense, oracle, predictor, threshold or auto "

@@ -46,6 +46,8 @@ int cmd_perplexity(int argc, char** argv) {
       ->capture_default_str();
   return run_app(app, argc, argv, [&] {
     const std::string text = read_text_file(text_file, "text file");
+    // The dense baseline's session reads the file's matrices.
+    if (kl_base) sf.keep_matrices = true;
     const auto model = load_model(model_path, sf, df);
     const ModelConfig& c = model->config();
     SessionOptions o = sf.options();

@@ -1,5 +1,6 @@
 #include "device_flags.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace hearth::cli {
@@ -32,6 +33,13 @@ LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) con
   o.weights = sf.weights.load();
   o.reorder_neurons = !sf.no_reorder;
   o.q8_predictors = !sf.float_predictors;
+  // Only where every session is to decide by thresholds: a dense or oracle session would read the
+  // copies too, at dense decode's cost.
+  const std::vector<SparseMode> modes = sf.sparse_modes();
+  o.input_major_only =
+      !sf.keep_matrices && std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
+        return m == SparseMode::Auto || m == SparseMode::Threshold;
+      });
   DeviceOptions& d = o.device;
   d.device = device;
   d.vram_budget_gib = vram_budget;

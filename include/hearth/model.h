@@ -61,6 +61,15 @@ struct LoadOptions {
   // lies within Q8_0's rounding of the threshold. Off by default, as reorder_neurons, for tools
   // that read the weights by file position; the CLI's inference commands turn it on.
   bool q8_predictors = false;
+  // On a model-wide threshold file (hearth calibrate --sparsity) whose projections are F32 or
+  // F16, at least input_major_min_width wide, with no device: hold q, k, v, o, gate and up only as
+  // the input-major copies that threshold decode steps read, in the place of the file's matrices.
+  // Every product gives the same bits as before, prompts at about the same speed; the model takes
+  // about its file's memory instead of about 1.75 times it, but dense decode steps (a dense or
+  // oracle session on it) run slower. Off by default; the CLI's inference commands turn it on
+  // where every session is to run thresholds (--keep-matrices turns it off).
+  bool input_major_only = false;
+  int32_t input_major_min_width = 512;  // as SessionOptions'
   DeviceOptions device;
 };
 

@@ -11,19 +11,27 @@
 
 namespace hearth {
 
-// A weight matrix in ggml layout: `rows` rows of `cols` contiguous elements (GGUF ne = {cols, rows}).
+// A weight matrix in ggml layout: `rows` rows of `cols` contiguous elements (GGUF ne = {cols,
+// rows}). Or, with input_major, a float matrix held only as its input-major copy (a model-wide
+// float model's projections: model_impl.h, hold_input_major_only): data is [cols, rows], row i
+// input i's weight in every output, the rows lane-grouped (lane_grouped_row, ops/sparse_matmul.h)
+// and `stride` bytes apart (0: rows elements; more where other matrices' outputs share the rows,
+// as q, k and v share one copy). linear() reads either layout to the same bits; the kernels that
+// take rows of W (gather_matmul, the device's uploads) take only the ggml layout.
 struct Matrix {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  bool input_major = false;
+  int64_t stride = 0;
 
   bool present() const { return data != nullptr; }
   uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(type, cols); }
   const uint8_t* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + r * row_bytes(type, cols);
   }
-  // Rows [first, first + n) as a matrix of their own (a view into the same data).
+  // Rows [first, first + n) as a matrix of their own (a view into the same data); ggml layout.
   Matrix rows_range(int64_t first, int64_t n) const { return Matrix{type, row(first), n, cols}; }
 };
 

@@ -81,6 +81,7 @@ class GgufFile {
   bool is_powerinfer() const { return powerinfer_; }  // magic was "PWRI"
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
+  const uint8_t* image() const { return base_; }  // the file's bytes, as mapped or read
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -109,6 +110,12 @@ class GgufFile {
   // without holding a second copy. The file on disk never changes. Returns false without calling
   // `edit` when the image is not a private copy (a mapped file or a borrowed buffer).
   bool edit_in_place(const void* data, uint64_t bytes, const std::function<void(uint8_t*)>& edit);
+
+  // Mapped files only: drops the pages wholly inside [data, data + bytes) from this process's
+  // memory, for weights the loader has copied elsewhere and will not read again (a later read
+  // would page them in from the file again). Returns false, doing nothing, for a private copy or
+  // a range outside the file image.
+  bool release(const void* data, uint64_t bytes);
 
  private:
   GgufFile() = default;

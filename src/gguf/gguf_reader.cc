@@ -399,6 +399,18 @@ bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
   return true;
 }
 
+bool GgufFile::release(const void* data, uint64_t bytes) {
+  const auto at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
+  if (private_copy_ || mapping_ == nullptr || at < base || bytes > size_ ||
+      at - base > size_ - bytes) {
+    return false;
+  }
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (at + page - 1) / page * page, last = (at + bytes) / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  return true;
+}
+
 GgufFile::~GgufFile() {
   if (mapping_ != nullptr) ::munmap(mapping_, mapped_bytes_);
 }

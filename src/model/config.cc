@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -369,6 +370,12 @@ std::string to_string(SparseMode m) {
     case SparseMode::Auto: return "auto";
   }
   return "dense";
+}
+
+bool model_wide(const std::vector<LayerThresholds>& thresholds) {
+  return std::any_of(thresholds.begin(), thresholds.end(), [](const LayerThresholds& t) {
+    return t.attn_in > 0 || t.attn_out > 0 || t.ffn_in > 0;
+  });
 }
 
 }  // namespace hearth

@@ -12,6 +12,10 @@ namespace hearth {
 // for an architecture Hearth does not implement.
 ModelConfig read_config(const gguf::GgufFile& file);
 
+// Whether thresholds skip inputs of the attention or of gate/up (model-wide files), whose
+// products then read input-major copies in decode steps.
+bool model_wide(const std::vector<LayerThresholds>& thresholds);
+
 // The metadata keys of LayerThresholds' fields, one float per layer each (docs/formats.md); the
 // config reads them and calibration writes them.
 struct ThresholdKey {

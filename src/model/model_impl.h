@@ -69,13 +69,20 @@ struct Model::Impl {
   }
 
   // Input-major copies of the float projections, made on first use by a session with model-wide
-  // input thresholds; thread-safe, then immutable.
+  // input thresholds, or at load by hold_input_major_only; thread-safe, then immutable.
   const sparse::InputMajor& input_major() const {
     std::call_once(input_major_once_, [this] {
       input_major_ = sparse::make_input_major(weights.layers, config.input_shares);
     });
     return input_major_;
   }
+
+  // LoadOptions::input_major_only (input_major_weights.cc): where the model allows, makes the
+  // copies (q, k and v in one each) and holds them in the place of the file's matrices, whose
+  // Matrix views become input-major views of the copies. Where the file was read into memory the
+  // copies are written over the file's matrices (same type, same bytes); a mapped file's pages
+  // are released. Returns whether it did.
+  bool hold_input_major_only(int32_t min_width);
 
  private:
   mutable std::once_flag neuron_major_once_;

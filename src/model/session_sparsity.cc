@@ -32,14 +32,6 @@ SparseMode resolve_mode(const SessionOptions& o, const Model& m) {
   return requested;
 }
 
-// Whether thresholds skip inputs of the attention or of gate/up (model-wide files), whose
-// products then read input-major copies in decode steps.
-bool model_wide(const std::vector<LayerThresholds>& thresholds) {
-  return std::any_of(thresholds.begin(), thresholds.end(), [](const LayerThresholds& t) {
-    return t.attn_in > 0 || t.attn_out > 0 || t.ffn_in > 0;
-  });
-}
-
 // Whether every input-major copy holds float values: those products give the same bits through
 // the copy and through the file's matrix (lane_matvec), so prompts may take the file's matrices
 // at full speed and still compute what decode steps do.

@@ -22,8 +22,11 @@ namespace {
 
 constexpr int kMaxLanes = 64;
 // lane_matmul's tiles: kChunk output columns, whose rows of a lane stay in L1 across the token
-// tiles of axpy_dense, and kTokens tokens, whose partial sums for every lane stay in L2.
-constexpr int64_t kChunk = 64, kTokens = 192;
+// tiles of axpy_dense, and kTokens tokens, whose partial sums for every lane stay in L2. Up to
+// kFewTokens tokens (one register tile: no rows to reuse across tiles) a thread takes its columns
+// in one chunk instead, so that it reads long runs of each row rather than 64 columns of every
+// row per pass.
+constexpr int64_t kChunk = 128, kTokens = 192, kFewTokens = 12;
 
 size_t round_up64(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -119,19 +122,22 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
 }
 
 void lane_matmul(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
-                 int64_t cols, const float* x, int64_t n, float* y, bool lane_grouped) {
+                 int64_t cols, const float* x, int64_t n, float* y, bool lane_grouped, size_t ldw) {
   matmul_detail::check_shape("lane_matmul", wtype_t, rows, cols, n);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype_t);
   check_lanes("lane_matmul", lanes, wtype, wtype_t, k.dot_lanes > 0 && k.axpy_dense, lane_grouped);
   if (cols == 0 || n == 0) return;
-  const auto ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
+  if (ldw == 0) ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
   const auto elem = static_cast<size_t>(row_bytes(wtype_t, 1));
   const auto nth = static_cast<size_t>(ctx.pool().size());
-  // Scratch: each thread's lanes' partial sums [lanes, kTokens, kChunk], then the copy's rows by
+  const int64_t per_thread = (cols + static_cast<int64_t>(nth) - 1) / static_cast<int64_t>(nth);
+  const int64_t chunk = n <= kFewTokens ? std::max(kChunk, (per_thread + 31) / 32 * 32) : kChunk;
+  const int64_t tile = std::min(n, kTokens);
+  // Scratch: each thread's lanes' partial sums [lanes, tile, chunk], then the copy's rows by
   // lane [rows] (lane l's inputs i = l (mod lanes), ascending, from start[l]), the lanes' starts
   // [lanes + 1] and the coefficients [rows, n] in the same order, token-fastest.
-  const int64_t part = lanes * kTokens * kChunk;
+  const int64_t part = lanes * tile * chunk;
   const size_t part_bytes = round_up64(static_cast<size_t>(part) * sizeof(float));
   const size_t rows_bytes = round_up64(static_cast<size_t>(rows) * sizeof(int32_t));
   const size_t start_bytes = round_up64(static_cast<size_t>(lanes + 1) * sizeof(int64_t));
@@ -160,22 +166,22 @@ void lane_matmul(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
     }
   });
   const auto* wb = static_cast<const uint8_t*>(w_t);
-  const int64_t chunks = (cols + kChunk - 1) / kChunk;
+  const int64_t chunks = (cols + chunk - 1) / chunk;
   ctx.pool().run([&](int ith, int nth_run) {
     float* const sums = reinterpret_cast<float*>(arena + part_bytes * static_cast<size_t>(ith));
     const auto [first, last] = cpu::split_range(chunks, ith, nth_run);
-    for (int64_t chunk = first; chunk < last; ++chunk) {
-      const int64_t c0 = chunk * kChunk, width = std::min(kChunk, cols - c0);
-      for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
-        const int64_t nt = std::min(kTokens, n - t0);
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t c0 = c * chunk, width = std::min(chunk, cols - c0);
+      for (int64_t t0 = 0; t0 < n; t0 += tile) {
+        const int64_t nt = std::min(tile, n - t0);
         for (int l = 0; l < lanes; ++l) {
           k.axpy_dense(width, wb + static_cast<size_t>(c0) * elem, ldw, by_lane + start[l],
                        start[l + 1] - start[l], coef + start[l] * n + t0, static_cast<size_t>(n),
-                       nt, sums + l * kTokens * kChunk, static_cast<size_t>(kChunk));
+                       nt, sums + l * tile * chunk, static_cast<size_t>(chunk));
         }
-        fold_lanes(sums, lanes, kTokens * kChunk, nt * kChunk);
+        fold_lanes(sums, lanes, tile * chunk, nt * chunk);
         for (int64_t t = 0; t < nt; ++t) {
-          std::copy(sums + t * kChunk, sums + t * kChunk + width, y + (t0 + t) * cols + c0);
+          std::copy(sums + t * chunk, sums + t * chunk + width, y + (t0 + t) * cols + c0);
         }
       }
     }

@@ -8,14 +8,21 @@
 #include "backend/cpu/context.h"
 #include "core/weight_views.h"
 #include "ops/matmul.h"
+#include "ops/sparse_matmul.h"
 #include "ops/vec.h"
 
 namespace hearth {
 
-// y[n, m.rows] = x[n, m.cols] · m^T: matrix-vector for one token, matrix-matrix for a batch.
+// y[n, m.rows] = x[n, m.cols] · m^T: matrix-vector for one token, matrix-matrix for a batch. A
+// matrix held input-major goes through lane_matmul, which gives matmul's bits.
 inline void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
   if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(m.data, x, n, m.cols);
-  matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
+  if (m.input_major) {
+    lane_matmul(ctx, m.type, m.type, m.data, m.cols, m.rows, x, n, y, /*lane_grouped=*/true,
+                static_cast<size_t>(m.stride));
+  } else {
+    matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
+  }
 }
 
 // One product of linear_shared: y[n, m.rows] = x · m^T.
@@ -25,7 +32,8 @@ struct LinearOut {
 };
 
 // linear() for up to four matrices of one input x[n, cols] (q, k, v; up and gate): one pass over
-// the pool when they share a weight type, one linear() each otherwise (or for more matrices).
+// the pool when they share a weight type and ggml's layout, one linear() each otherwise (or for
+// more matrices).
 // The same bits either way.
 inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut> outs,
                           const float* x, int64_t n) {
@@ -34,7 +42,7 @@ inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut>
   const Matrix& first = *outs.begin()->m;
   bool shared = outs.size() <= kMaxParts;
   for (const LinearOut& o : outs) {
-    shared = shared && o.m->type == first.type && o.m->cols == first.cols;
+    shared = shared && o.m->type == first.type && o.m->cols == first.cols && !o.m->input_major;
   }
   if (!shared) {
     for (const LinearOut& o : outs) linear(ctx, *o.m, x, n, o.y);

@@ -56,11 +56,13 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
                  bool lane_grouped);
 
 // Y[n, cols] = X[n, rows] · W^T for a float W [cols, rows] read from its input-major copy W_t
-// [rows, cols] (in input order, or lane-grouped): every input of every token, each output summed
-// as lane_matvec sums it, so row t is the bits of matvec of W over x_t (and of lane_matvec over
-// x_t's non-zero inputs: a zero input adds an exact zero), whatever n and the thread count.
+// [rows, cols] (in input order, or lane-grouped; rows ldw bytes apart, 0: cols elements): every
+// input of every token, each output summed as lane_matvec sums it, so row t is the bits of matvec
+// of W over x_t (and of lane_matvec over x_t's non-zero inputs: a zero input adds an exact zero),
+// whatever n and the thread count.
 void lane_matmul(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w_t, int64_t rows,
-                 int64_t cols, const float* x, int64_t n, float* y, bool lane_grouped);
+                 int64_t cols, const float* x, int64_t n, float* y, bool lane_grouped,
+                 size_t ldw = 0);
 
 // The lane-grouped order of an input-major copy's rows: the inputs i with i % kLaneGroups = 0 in
 // ascending order, then those with 1, and so on. lane_matvec sums each of a dot product's lanes

@@ -65,9 +65,9 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t j = 0; j < k; ++j) a[t * k + j] = sel.up[t * n_ff + idx[j]];
     }
-  } else if (g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) {
-    // Every neuron's up through the input-major copy (its input's zeros are what it skips), then
-    // the selected ones picked out.
+  } else if ((g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) || up.input_major) {
+    // Every neuron's up through the input-major copy (its input's zeros are what it skips, or a
+    // product over all of it where up is held only that way), then the selected ones picked out.
     float* const full = s.gate.data();  // [n, n_ff], unused once the rule has decided
     all_rows_product(ctx, up, g.w.up_t, g.xn, n, s, full, stats);
     for (int64_t t = 0; t < n; ++t) {
@@ -95,6 +95,10 @@ void gathered_activations(cpu::CpuContext& ctx, const FfnShape& shape, const Ffn
   float* const gate = s.gate.data();
   const Matrix& up = *w.up;
   const bool gated = has_gate(w);
+  // Held input-major only where model-wide thresholds decide every neuron (decided_activations).
+  if (up.input_major || (gated && w.gate->input_major)) {
+    fail("ffn: gathered rows of an input-major up or gate");
+  }
   if (gated && w.gate->type == up.type) {
     gather_matmul2(ctx, up.type, up.data, w.gate->data, up.rows, up.cols, idx, k, g.xn, n, a,
                    gate);

@@ -163,9 +163,11 @@ double down_crossover(const Matrix& down, const Matrix& down_t) {
 }
 
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
-                            const std::vector<float>& input_shares) {
+                            const std::vector<float>& input_shares, bool joint_qkv,
+                            const InputMajorVisit& visit) {
   InputMajor out;
   Transposer transpose;
+  std::vector<HugeBuffer> storage;  // the layer's copies
   // The inputs in the order of a copy's rows, as its reader wants them (copy_is_lane_grouped):
   // lane-grouped, or input order (null).
   std::vector<int32_t> grouped;
@@ -192,15 +194,15 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
         return dtype_block_size(type) == 1 || read < axpy_crossover(type);
       });
     };
-    const auto copy = [&out, &transpose, &row_order](const Matrix& w) {
+    const auto copy = [&storage, &transpose, &row_order](const Matrix& w) {
       if (!w.present()) return Matrix{};
       const DType type = input_major_type(w.type, w.rows);
-      return transpose(w, type, row_order(w.type, type, w.cols), out.storage);
+      return transpose(w, type, row_order(w.type, type, w.cols), storage);
     };
     if (pay(kAttnIn, {&l.wq, &l.wk, &l.wv})) {
-      if (const std::optional<DType> joint = joint_qkv_type(l)) {
+      if (const std::optional<DType> joint = joint_qkv ? joint_qkv_type(l) : std::nullopt) {
         const Matrix parts[] = {l.wq, l.wk, l.wv};
-        t.wqkv_t = transpose(parts, *joint, row_order(l.wq.type, *joint, l.wq.cols), out.storage);
+        t.wqkv_t = transpose(parts, *joint, row_order(l.wq.type, *joint, l.wq.cols), storage);
       } else {
         t.wq_t = copy(l.wq);
         t.wk_t = copy(l.wk);
@@ -212,6 +214,9 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
       t.gate_t = copy(l.ffn_gate);
       t.up_t = copy(l.ffn_up);
     }
+    if (visit) visit(il, t, storage);
+    for (HugeBuffer& b : storage) out.storage.push_back(std::move(b));
+    storage.clear();
   }
   return out;
 }

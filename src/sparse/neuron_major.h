@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/huge_buffer.h"
@@ -65,8 +66,15 @@ struct InputMajor {
   std::vector<InputMajorLayer> layers;
   std::vector<HugeBuffer> storage;
 };
+// joint_qkv false keeps q, k and v in a copy each (copies that stand in for the file's
+// matrices, model_impl.h's hold_input_major_only). visit, when given, sees each layer's copies
+// once they are made, with the buffers holding them: it may move the copies elsewhere and drop
+// those buffers (erase them from the vector) before the next layer's are made.
+using InputMajorVisit =
+    std::function<void(size_t layer, InputMajorLayer& copies, std::vector<HugeBuffer>& buffers)>;
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
-                            const std::vector<float>& input_shares);
+                            const std::vector<float>& input_shares, bool joint_qkv = true,
+                            const InputMajorVisit& visit = {});
 
 // The type of the input-major copy of a `t` matrix with `rows` outputs: floats and Q8_0 as
 // neuron_major_type; Q4_0 and Q6_K keep theirs; the 5-bit types become Q5_K, the other (smaller)

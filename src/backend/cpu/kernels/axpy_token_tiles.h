@@ -21,12 +21,14 @@
 
 namespace hearth::cpu::tiles {
 
-template <typename V, int T>
+// T tokens a register tile; dense() takes DenseVs vectors of columns a tile (run() takes 2).
+template <typename V, int T, int DenseVs = 2>
 struct TokenAxpy {
   using Vec = typename V::Vec;
   static constexpr int kLanes = V::kLanes;
   // Rows per block: a block's row vectors are loaded once per block of T tokens.
   static constexpr int kRowBlock = 128;
+  static constexpr int kFewTokenRows = 16;
 
   static void run(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                   const float* a, size_t lda, int64_t nt, float* y, size_t ldy) {
@@ -63,9 +65,12 @@ struct TokenAxpy {
       return;
     }
     const auto* wb = static_cast<const uint8_t*>(w);
+    // One tile of tokens has no rows to reuse across tiles: short blocks then, whose rows are
+    // read as a few streams side by side rather than a cache line of each of 128 rows at a time.
+    const int64_t block = nt <= T ? kFewTokenRows : kRowBlock;
     const uint8_t* rows[kRowBlock];
-    for (int64_t j0 = 0; j0 < nr; j0 += kRowBlock) {
-      const int m = static_cast<int>(nr - j0 < kRowBlock ? nr - j0 : kRowBlock);
+    for (int64_t j0 = 0; j0 < nr; j0 += block) {
+      const int m = static_cast<int>(nr - j0 < block ? nr - j0 : block);
       for (int r = 0; r < m; ++r) rows[r] = wb + static_cast<size_t>(idx[j0 + r]) * ldw;
       for (int64_t t0 = 0; t0 < nt; t0 += T) {
         const int tokens = static_cast<int>(nt - t0 < T ? nt - t0 : T);
@@ -146,12 +151,11 @@ struct TokenAxpy {
   static void dense_tile(int64_t n, const uint8_t* const* rows, int m, const float* coef,
                          size_t ldc, float* y, size_t ldy) {
     int64_t c = 0;
-    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
-      columns<U, 2, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
+    for (; c + DenseVs * kLanes <= n; c += DenseVs * kLanes) {
+      columns<U, DenseVs, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
     }
-    if (c + kLanes <= n) {
+    for (; c + kLanes <= n; c += kLanes) {
       columns<U, 1, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
-      c += kLanes;
     }
     if (c < n) columns<U, 1, true, FromZero>(rows, m, coef, ldc, c, y, ldy, n - c);
   }
