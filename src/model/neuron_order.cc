@@ -34,6 +34,7 @@ void reorder_rows(Model::Impl& m, Matrix& mat, const std::vector<int32_t>& order
   if (edited) return;
   HugeBuffer& copy = m.reordered.emplace_back(bytes);
   gather_rows(static_cast<const uint8_t*>(mat.data), rb, order, copy.data());
+  m.file->release(mat.data, bytes);  // the mapped pages just read, which nothing reads again
   mat.data = copy.data();
 }
 
