@@ -1,6 +1,7 @@
 #include "sparse/neuron_major.h"
 
 #include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -58,6 +59,11 @@ class Transposer {
     const int64_t cols = parts.front().cols;
     int64_t rows = 0;
     for (const Matrix& w : parts) rows += w.rows;
+    const bool same_floats = dtype_block_size(type) == 1 &&
+                             std::all_of(parts.begin(), parts.end(), [&](const Matrix& w) {
+                               return w.type == type;
+                             });
+    if (same_floats) return transpose_elements(parts, rows, cols, type, order, storage);
     // all[rows, cols]: the parts dequantized once.
     const auto elements = static_cast<size_t>(rows * cols);
     if (all_.size() < elements) all_.resize(elements);
@@ -93,6 +99,49 @@ class Transposer {
   }
 
  private:
+  // A float copy in the parts' own type: each element moved as it is (its bytes, so its value),
+  // a pass taking a cache line of every source row.
+  Matrix transpose_elements(std::span<const Matrix> parts, int64_t rows, int64_t cols, DType type,
+                            const int32_t* order, std::vector<HugeBuffer>& storage) {
+    std::vector<const uint8_t*> source_rows;
+    for (const Matrix& w : parts) {
+      for (int64_t r = 0; r < w.rows; ++r) source_rows.push_back(w.row(r));
+    }
+    auto& blob = storage.emplace_back(static_cast<size_t>(row_bytes(type, rows) * cols));
+    if (row_bytes(type, 1) == 2) {
+      move_elements<uint16_t>(source_rows, rows, cols, order, blob.data());
+    } else {
+      move_elements<uint32_t>(source_rows, rows, cols, order, blob.data());
+    }
+    return Matrix{type, blob.data(), cols, rows};
+  }
+
+  // out[j][r] = rows[r][order ? order[j] : j], elements of type E, in tiles of kTile by kTile
+  // elements: a tile touches kTile rows on each side, few enough pages for the TLB.
+  template <typename E>
+  void move_elements(const std::vector<const uint8_t*>& rows_in, int64_t rows, int64_t cols,
+                     const int32_t* order, uint8_t* out_bytes) {
+    constexpr int64_t kTile = 64 / sizeof(E) * 2;
+    auto* const out = reinterpret_cast<E*>(out_bytes);
+    const int64_t passes = (cols + kTile - 1) / kTile;
+    cpu::run_ranges(pool_, passes, [&](int64_t first, int64_t last) {
+      for (int64_t p = first; p < last; ++p) {
+        const int64_t j0 = p * kTile, count = std::min(kTile, cols - j0);
+        int64_t from[kTile];
+        for (int64_t c = 0; c < count; ++c) from[c] = order ? order[j0 + c] : j0 + c;
+        for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+          const int64_t r1 = std::min(rows, r0 + kTile);
+          for (int64_t c = 0; c < count; ++c) {
+            E* const to = out + (j0 + c) * rows;
+            for (int64_t r = r0; r < r1; ++r) {
+              to[r] = reinterpret_cast<const E*>(rows_in[static_cast<size_t>(r)])[from[c]];
+            }
+          }
+        }
+      }
+    });
+  }
+
   cpu::ThreadPool pool_;
   std::vector<float> all_;  // grows to the largest matrix copied
 };
