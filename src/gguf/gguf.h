@@ -82,6 +82,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return size_; }
   const uint8_t* image() const { return base_; }  // the file's bytes, as mapped or read
+  // Whether [data, data + bytes) lies inside image().
+  bool contains(const void* data, uint64_t bytes) const;
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

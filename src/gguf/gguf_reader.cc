@@ -378,10 +378,8 @@ std::unique_ptr<GgufFile> GgufFile::open_buffer(const std::string& name, const u
 bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
                              const std::function<void(uint8_t*)>& edit) {
   if (!private_copy_) return false;
+  if (!contains(data, bytes)) fail(path_, ": edit_in_place: the range is not inside the file image");
   const auto at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
-  if (at < base || bytes > size_ || at - base > size_ - bytes) {
-    fail(path_, ": edit_in_place: the range is not inside the file image");
-  }
   // The copy is read-only between edits, so that a stray write faults instead of corrupting
   // weights. The whole mapping changes protection: changing part of it would split the mapping
   // and, with it, the huge pages at the edges, which sparse decoding's short-row reads depend on
@@ -399,12 +397,14 @@ bool GgufFile::edit_in_place(const void* data, uint64_t bytes,
   return true;
 }
 
-bool GgufFile::release(const void* data, uint64_t bytes) {
+bool GgufFile::contains(const void* data, uint64_t bytes) const {
   const auto at = reinterpret_cast<uintptr_t>(data), base = reinterpret_cast<uintptr_t>(base_);
-  if (private_copy_ || mapping_ == nullptr || at < base || bytes > size_ ||
-      at - base > size_ - bytes) {
-    return false;
-  }
+  return at >= base && bytes <= size_ && at - base <= size_ - bytes;
+}
+
+bool GgufFile::release(const void* data, uint64_t bytes) {
+  if (private_copy_ || mapping_ == nullptr || !contains(data, bytes)) return false;
+  const auto at = reinterpret_cast<uintptr_t>(data);
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (at + page - 1) / page * page, last = (at + bytes) / page * page;
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);

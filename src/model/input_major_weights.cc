@@ -31,12 +31,6 @@ bool Model::Impl::hold_input_major_only(int32_t min_width) {
   // the writable file image, where the file was read into memory (one edit_in_place for all, as
   // each changes the protection of the whole image), else null. A matrix outside the image (in a
   // buffer of the loader's, as a mapped file's reordered neurons are) leaves its buffer unused.
-  const uint8_t* const base = file->image();
-  const auto in_image = [&](const void* data, uint64_t bytes) {
-    const auto* p = static_cast<const uint8_t*>(data);
-    return p >= base && bytes <= file->file_size() &&
-           static_cast<uint64_t>(p - base) <= file->file_size() - bytes;
-  };
   // q, k and v share one copy (each input's three rows one run, which decode steps read far
   // faster than three short ones) where they lie one after another in the image, whose bytes then
   // take the joint copy.
@@ -45,38 +39,36 @@ bool Model::Impl::hold_input_major_only(int32_t min_width) {
   };
   const bool joint = std::all_of(weights.layers.begin(), weights.layers.end(), [&](const auto& l) {
     return follows(l.wq, l.wk) && follows(l.wk, l.wv) &&
-           in_image(l.wq.data, l.wq.bytes() + l.wk.bytes() + l.wv.bytes());
+           file->contains(l.wq.data, l.wq.bytes() + l.wk.bytes() + l.wv.bytes());
   });
   std::vector<const void*> unused;
   const auto hold = [&](uint8_t* image) {
-    // Puts a copy of `bytes` at `at` in the image where it can (returning where it lies), or
-    // releases the matrices it stands in for.
-    bool all_placed = true;
-    const auto place_copy = [&](const void* at, uint64_t bytes, const void* copy) {
-      if (!in_image(at, bytes)) {
+    // Where the copy of the matrices at [at, at + bytes) is to lie: over them where the image is
+    // writable (`placed`), else in its own buffer, the matrices' pages released or their buffer
+    // marked unused.
+    const auto place_copy = [&](const void* at, uint64_t bytes, const void* copy, bool& placed) {
+      if (!file->contains(at, bytes)) {
         unused.push_back(at);
-        all_placed = false;
-        return copy;
-      }
-      if (!image) {
+      } else if (!image) {
         file->release(at, bytes);
-        all_placed = false;
-        return copy;
+      } else {
+        std::memcpy(image + (static_cast<const uint8_t*>(at) - file->image()), copy, bytes);
+        return at;
       }
-      std::memcpy(image + (static_cast<const uint8_t*>(at) - base), copy, bytes);
-      return at;
+      placed = false;
+      return copy;
     };
     const auto view = [](const Matrix& w, const void* data, int64_t stride) {
       return Matrix{w.type, data, w.rows, w.cols, /*input_major=*/true, stride};
     };
     const auto place = [&](size_t il, InputMajorLayer& t, std::vector<HugeBuffer>& buffers) {
       LayerWeights& l = weights.layers[il];
-      all_placed = true;
+      bool placed = true;
       std::vector<std::pair<Matrix*, Matrix*>> pairs = {
           {&l.wo, &t.wo_t}, {&l.ffn_gate, &t.gate_t}, {&l.ffn_up, &t.up_t}};
       if (t.wqkv_t.present()) {
-        const auto* at =
-            static_cast<const uint8_t*>(place_copy(l.wq.data, t.wqkv_t.bytes(), t.wqkv_t.data));
+        const auto* at = static_cast<const uint8_t*>(
+            place_copy(l.wq.data, t.wqkv_t.bytes(), t.wqkv_t.data, placed));
         t.wqkv_t.data = at;
         const auto stride = static_cast<int64_t>(row_bytes(t.wqkv_t.type, t.wqkv_t.cols));
         const auto elem = static_cast<int64_t>(row_bytes(t.wqkv_t.type, 1));
@@ -88,17 +80,17 @@ bool Model::Impl::hold_input_major_only(int32_t min_width) {
       }
       for (const auto& [w, copy] : pairs) {
         if (!w->present()) continue;
-        copy->data = place_copy(w->data, w->bytes(), copy->data);
+        copy->data = place_copy(w->data, w->bytes(), copy->data, placed);
         *w = view(*w, copy->data, 0);
       }
-      if (all_placed) buffers.clear();  // the copies are in the file's bytes now
+      if (placed) buffers.clear();  // the copies are in the file's bytes now
     };
     // input_major() returns these from now on.
     std::call_once(input_major_once_, [&] {
       input_major_ = sparse::make_input_major(weights.layers, {}, joint, place);
     });
   };
-  if (!file->edit_in_place(base, file->file_size(), hold)) hold(nullptr);
+  if (!file->edit_in_place(file->image(), file->file_size(), hold)) hold(nullptr);
   std::erase_if(reordered, [&](const HugeBuffer& b) {
     return std::find(unused.begin(), unused.end(), b.data()) != unused.end();
   });

@@ -78,10 +78,10 @@ struct Model::Impl {
   }
 
   // LoadOptions::input_major_only (input_major_weights.cc): where the model allows, makes the
-  // copies (q, k and v in one each) and holds them in the place of the file's matrices, whose
-  // Matrix views become input-major views of the copies. Where the file was read into memory the
-  // copies are written over the file's matrices (same type, same bytes); a mapped file's pages
-  // are released. Returns whether it did.
+  // copies (q, k and v one joint copy where they lie one after another in the file) and holds
+  // them in the place of the file's matrices, whose Matrix views become input-major views of the
+  // copies. Where the file was read into memory the copies are written over the file's matrices
+  // (same type, same bytes); a mapped file's pages are released. Returns whether it did.
   bool hold_input_major_only(int32_t min_width);
 
  private:

@@ -24,8 +24,8 @@ constexpr int kMaxLanes = 64;
 // lane_matmul's tiles: kChunk output columns, whose rows of a lane stay in L1 across the token
 // tiles of axpy_dense, and kTokens tokens, whose partial sums for every lane stay in L2. Up to
 // kFewTokens tokens (one register tile: no rows to reuse across tiles) a thread takes its columns
-// in one chunk instead, so that it reads long runs of each row rather than 64 columns of every
-// row per pass.
+// in one chunk instead, so that it reads long runs of each row rather than kChunk columns of
+// every row per pass.
 constexpr int64_t kChunk = 128, kTokens = 192, kFewTokens = 12;
 
 size_t round_up64(size_t bytes) { return (bytes + 63) / 64 * 64; }

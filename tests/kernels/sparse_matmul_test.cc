@@ -316,6 +316,24 @@ TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
     }
 }
 
+// One token's own one-token axpy from y over the rows idx[j] whose coefficient a[j] is not zero
+// (idx.size() of them listed): what a several-token kernel must give that token.
+std::vector<float> own_axpy(const cpu::WeightKernels& k, int64_t cols,
+                            const std::vector<uint8_t>& w, size_t ldw,
+                            const std::vector<int32_t>& idx, const float* a,
+                            std::vector<float> y) {
+  std::vector<int32_t> own_idx;
+  std::vector<float> own_a;
+  for (size_t j = 0; j < idx.size(); ++j) {
+    if (a[j] == 0.0f) continue;
+    own_idx.push_back(idx[j]);
+    own_a.push_back(a[j]);
+  }
+  const auto own = static_cast<int64_t>(own_idx.size());
+  k.axpy(cols, w.data(), ldw, own_idx.data(), own, own_a.data(), own, 1, y.data(), cols);
+  return y;
+}
+
 // Several tokens of float rows go through a column-blocked product (up to 6 or 12 tokens' sums
 // in registers), one token through a row walk: each token's output must be the bits the one-token
 // kernel gives over its own rows alone, from any starting y, since sparse_axpy_each sums a block
@@ -337,17 +355,9 @@ TEST(SparseKernels, FloatAxpyOfSeveralTokensIsEachTokensOwnAxpy) {
           auto y = y0;
           k.axpy(cols, w.data(), ldw, idx.data(), nr, a.data(), nr, nt, y.data(), cols);
           for (int64_t tok = 0; tok < nt; ++tok) {
-            std::vector<int32_t> own_idx;
-            std::vector<float> own_a;
-            for (int64_t j = 0; j < nr; ++j) {
-              if (a[tok * nr + j] == 0.0f) continue;
-              own_idx.push_back(idx[j]);
-              own_a.push_back(a[tok * nr + j]);
-            }
-            std::vector<float> want(y0.begin() + tok * cols, y0.begin() + (tok + 1) * cols);
-            const auto own = static_cast<int64_t>(own_idx.size());
-            k.axpy(cols, w.data(), ldw, own_idx.data(), own, own_a.data(), own, 1, want.data(),
-                   cols);
+            const std::vector<float> want = own_axpy(
+                k, cols, w, ldw, idx, a.data() + tok * nr,
+                std::vector<float>(y0.begin() + tok * cols, y0.begin() + (tok + 1) * cols));
             ASSERT_EQ(std::memcmp(want.data(), y.data() + tok * cols, want.size() * 4), 0)
                 << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
                 << " tokens=" << nt << " token " << tok;
@@ -381,17 +391,8 @@ TEST(SparseKernels, FloatDenseAxpyIsEachTokensOwnAxpyIntoZeros) {
           std::vector<float> y(static_cast<size_t>(nt * cols), std::nanf(""));
           k.axpy_dense(cols, w.data(), ldw, idx.data(), nr, packed.data(), nt, nt, y.data(), cols);
           for (int64_t tok = 0; tok < nt; ++tok) {
-            std::vector<int32_t> own_idx;
-            std::vector<float> own_a;
-            for (int64_t j = 0; j < nr; ++j) {
-              if (a[tok * nr + j] == 0.0f) continue;
-              own_idx.push_back(idx[j]);
-              own_a.push_back(a[tok * nr + j]);
-            }
-            std::vector<float> want(static_cast<size_t>(cols), 0.0f);
-            const auto own = static_cast<int64_t>(own_idx.size());
-            k.axpy(cols, w.data(), ldw, own_idx.data(), own, own_a.data(), own, 1, want.data(),
-                   cols);
+            const std::vector<float> want = own_axpy(k, cols, w, ldw, idx, a.data() + tok * nr,
+                                                     std::vector<float>(cols, 0.0f));
             ASSERT_EQ(std::memcmp(want.data(), y.data() + tok * cols, want.size() * 4), 0)
                 << cpu::isa_name(isa) << " " << dtype_name(t) << " cols=" << cols
                 << " tokens=" << nt << " token " << tok;

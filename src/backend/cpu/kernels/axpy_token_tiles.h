@@ -21,8 +21,7 @@
 
 namespace hearth::cpu::tiles {
 
-// T tokens a register tile; dense() takes DenseVs vectors of columns a tile (run() takes 2).
-template <typename V, int T, int DenseVs = 2>
+template <typename V, int T>
 struct TokenAxpy {
   using Vec = typename V::Vec;
   static constexpr int kLanes = V::kLanes;
@@ -51,7 +50,7 @@ struct TokenAxpy {
     }
   }
 
-   // y[t * ldy + c] = sum_j coef[j * ldc + t] * W[idx[j]][c] for t < nt, c < n, overwriting y:
+  // y[t * ldy + c] = sum_j coef[j * ldc + t] * W[idx[j]][c] for t < nt, c < n, overwriting y:
   // every listed row, in ascending j, each term V::fma(w, a, y) from +0, so the bits of run()
   // into a zeroed y (a zero coefficient adds an exact zero). The coefficients come packed
   // token-fastest (no per-block gathering, no test for zero rows), and a block of rows meets
@@ -135,35 +134,30 @@ struct TokenAxpy {
     for (int r = 0; r < m; ++r) {
       for (int t = 0; t < U; ++t) coef[r][t] = a[t * lda + js[r]];
     }
-    const float* const cf = &coef[0][0];
-    int64_t c = 0;
-    for (; c + 2 * kLanes <= n; c += 2 * kLanes) columns<U, 2>(rows, m, cf, T, c, y, ldy);
-    if (c + kLanes <= n) {
-      columns<U, 1>(rows, m, cf, T, c, y, ldy);
-      c += kLanes;
-    }
-    if (c < n) columns<U, 1, true>(rows, m, cf, T, c, y, ldy, n - c);
+    all_columns<U, false>(n, rows, m, &coef[0][0], T, y, ldy);
   }
 
-  // dense() for U tokens over the rows of one block: each column block from y (or from +0 on
-  // the first block, FromZero) with every token tile while its rows are in L1.
+  // U tokens over m rows, every column: blocks of 2 vectors, then one, then the tail. The sums
+  // start from y, or from +0 with FromZero.
   template <int U, bool FromZero>
-  static void dense_tile(int64_t n, const uint8_t* const* rows, int m, const float* coef,
-                         size_t ldc, float* y, size_t ldy) {
+  static void all_columns(int64_t n, const uint8_t* const* rows, int m, const float* coef,
+                          size_t ldc, float* y, size_t ldy) {
     int64_t c = 0;
-    for (; c + DenseVs * kLanes <= n; c += DenseVs * kLanes) {
-      columns<U, DenseVs, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
+    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
+      columns<U, 2, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
     }
-    for (; c + kLanes <= n; c += kLanes) {
+    if (c + kLanes <= n) {
       columns<U, 1, false, FromZero>(rows, m, coef, ldc, c, y, ldy);
+      c += kLanes;
     }
     if (c < n) columns<U, 1, true, FromZero>(rows, m, coef, ldc, c, y, ldy, n - c);
   }
+  // all_columns<tokens, FromZero>, for tokens in 1..T (dense()).
   template <bool FromZero, int... Us>
   static void dense_block(int tokens, int64_t n, const uint8_t* const* rows, int m,
                           const float* coef, size_t ldc, float* y, size_t ldy,
                           std::integer_sequence<int, Us...>) {
-    ((tokens == Us + 1 ? dense_tile<Us + 1, FromZero>(n, rows, m, coef, ldc, y, ldy) : void()),
+    ((tokens == Us + 1 ? all_columns<Us + 1, FromZero>(n, rows, m, coef, ldc, y, ldy) : void()),
      ...);
   }
 
