@@ -14,6 +14,7 @@
 
 #include "backend/cpu/context.h"
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/kernels/row_groups.h"
 #include "bench_util.h"
 #include "ops/matmul.h"
 
@@ -44,15 +45,22 @@ const RandomBlockSet& random_block_weights(DType t, int64_t rows, int64_t cols) 
   return *set;
 }
 
+// With `groups`, the matrix is taken as row groups (matmul_row_groups; its bytes random, as
+// the other block figures' are).
 template <typename Weights>
-void run_matvec(benchmark::State& state, DType t, const Weights& w) {
+void run_matvec(benchmark::State& state, DType t, const Weights& w, bool groups = false) {
   const int64_t rows = state.range(0), cols = state.range(1);
   cpu::CpuContext ctx(static_cast<int>(state.range(2)));
   const auto x = random_activations(cols, 1);
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
   for (auto _ : state) {
-    matvec(ctx, t, w.get(i++), rows, cols, x.data(), y.data());
+    if (groups) {
+      const MatmulPart part{w.get(i++), rows, y.data()};
+      matmul_row_groups(ctx, t, cols, {&part, 1}, x.data(), 1);
+    } else {
+      matvec(ctx, t, w.get(i++), rows, cols, x.data(), y.data());
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
@@ -67,10 +75,13 @@ void bm_matvec(benchmark::State& state, DType t) {
 void bm_matvec_blocks(benchmark::State& state, DType t) {
   run_matvec(state, t, random_block_weights(t, state.range(0), state.range(1)));
 }
+void bm_matvec_groups(benchmark::State& state, DType t) {
+  run_matvec(state, t, random_block_weights(t, state.range(0), state.range(1)), true);
+}
 
 // Products of n tokens; with `cold` the matrices cycle through kColdBytes so the weights stream
 // from DRAM as in decode.
-void run_matmul(benchmark::State& state, DType t, bool cold) {
+void run_matmul(benchmark::State& state, DType t, bool cold, bool groups = false) {
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   cpu::CpuContext ctx(static_cast<int>(state.range(3)));
   const WeightSet& w = cached_weights(t, rows, cols, cold ? kColdBytes : 0);
@@ -78,7 +89,12 @@ void run_matmul(benchmark::State& state, DType t, bool cold) {
   std::vector<float> y(static_cast<size_t>(rows * n));
   size_t i = 0;
   for (auto _ : state) {
-    matmul(ctx, t, w.get(i++), rows, cols, x.data(), n, y.data());
+    if (groups) {
+      const MatmulPart part{w.get(i++), rows, y.data()};
+      matmul_row_groups(ctx, t, cols, {&part, 1}, x.data(), n);
+    } else {
+      matmul(ctx, t, w.get(i++), rows, cols, x.data(), n, y.data());
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
@@ -89,6 +105,8 @@ void run_matmul(benchmark::State& state, DType t, bool cold) {
 
 // Prompt processing, compute-bound: one matrix is enough, the cache state hardly matters.
 void bm_matmul(benchmark::State& state, DType t) { run_matmul(state, t, false); }
+// The same over row groups (the matrix's bytes taken as groups: its values do not matter here).
+void bm_matmul_groups(benchmark::State& state, DType t) { run_matmul(state, t, false, true); }
 
 // Few tokens (batched decode of a few sequences): the weights stream from DRAM as in matvec, but
 // each byte meets n tokens, so past a few tokens the kernel's FLOP/s decides.
@@ -124,7 +142,9 @@ void bm_qkv(benchmark::State& state, DType t) {
 
 // One thread's gemm kernel on hot operands: `rows` x `cols` weights against `tokens` activation
 // rows, all in cache, with no thread pool, DRAM or page walks in the way.
-void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens) {
+// With `groups`, the weights are taken as row groups (gemm_row_groups).
+void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens,
+                  bool groups = false) {
   cpu::CpuContext ctx(1);
   const cpu::WeightKernels& k = ctx.kernels().weights(t);
   const WeightSet& w = cached_weights(t, rows, cols, 0);
@@ -143,7 +163,12 @@ void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, 
   std::vector<float> y(static_cast<size_t>(rows * tokens));
   const auto ldw = static_cast<size_t>(row_bytes(t, cols));
   for (auto _ : state) {
-    k.gemm(cols, w.get(0), ldw, rows, xa, ldx, tokens, y.data(), rows);
+    if (groups) {
+      k.gemm_row_groups(cols, w.get(0), ldw, rows / cpu::kGroupRows, xa, ldx, tokens, y.data(),
+                        rows);
+    } else {
+      k.gemm(cols, w.get(0), ldw, rows, xa, ldx, tokens, y.data(), rows);
+    }
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.matrix_bytes));
@@ -167,6 +192,13 @@ void bm_gemm_l2_tokens(benchmark::State& state, DType t) { run_hot_gemm(state, t
 // bm_matvec's cold figures and bm_stream_read, it tells whether a type's decode is bound by its
 // instructions or by DRAM.
 void bm_gemv_l2(benchmark::State& state, DType t) { run_hot_gemm(state, t, 128, 2048, 1); }
+// The same, and bm_gemm_l2_tokens' shape, over row groups.
+void bm_gemv_l2_groups(benchmark::State& state, DType t) {
+  run_hot_gemm(state, t, 128, 2048, 1, true);
+}
+void bm_gemm_l2_groups(benchmark::State& state, DType t) {
+  run_hot_gemm(state, t, 64, 1024, 64, true);
+}
 
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
@@ -230,6 +262,8 @@ BENCHMARK_CAPTURE(bm_matvec_blocks, q5_0, DType::Q5_0)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, q5_1, DType::Q5_1)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, iq4_nl, DType::IQ4_NL)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, q2_k, DType::Q2_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_groups, q2_k, DType::Q2_K)->Apply(decode_args);
+BENCHMARK_CAPTURE(bm_matvec_groups, q3_k, DType::Q3_K)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, q3_k, DType::Q3_K)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, q4_k, DType::Q4_K)->Apply(decode_args);
 BENCHMARK_CAPTURE(bm_matvec_blocks, q5_k, DType::Q5_K)->Apply(decode_args);
@@ -243,6 +277,10 @@ BENCHMARK_CAPTURE(bm_matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q4_k, DType::Q4_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(bm_matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q2_k, DType::Q2_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul, q3_k, DType::Q3_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul_groups, q2_k, DType::Q2_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(bm_matmul_groups, q3_k, DType::Q3_K)->Apply(matmul_args);
 
 BENCHMARK_CAPTURE(bm_matmul_small, f16, DType::F16)->Apply(matmul_small_args);
 BENCHMARK_CAPTURE(bm_matmul_small, q8_0, DType::Q8_0)->Apply(matmul_small_args);
@@ -280,6 +318,10 @@ BENCHMARK_CAPTURE(bm_gemv_l2, q4_k, DType::Q4_K);
 BENCHMARK_CAPTURE(bm_gemv_l2, q5_k, DType::Q5_K);
 BENCHMARK_CAPTURE(bm_gemv_l2, q6_k, DType::Q6_K);
 BENCHMARK_CAPTURE(bm_gemv_l2, iq4_xs, DType::IQ4_XS);
+BENCHMARK_CAPTURE(bm_gemv_l2_groups, q2_k, DType::Q2_K);
+BENCHMARK_CAPTURE(bm_gemv_l2_groups, q3_k, DType::Q3_K);
+BENCHMARK_CAPTURE(bm_gemm_l2_groups, q2_k, DType::Q2_K);
+BENCHMARK_CAPTURE(bm_gemm_l2_groups, q3_k, DType::Q3_K);
 
 BENCHMARK_CAPTURE(bm_qkv, f16, DType::F16)->Apply(qkv_args);
 BENCHMARK_CAPTURE(bm_qkv, q4_0, DType::Q4_0)->Apply(qkv_args);

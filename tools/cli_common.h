@@ -29,7 +29,8 @@ struct WeightFlags {
 };
 
 // -t/--threads, -c/--ctx-size, -b/--batch-size, --kv-type, --no-mmap, --no-reorder,
-// --float-predictors, --keep-matrices, --sparse MODE, --sparse-threshold F, --dense-prompt,
+// --float-predictors, --keep-matrices, --no-repack, --sparse MODE, --sparse-threshold F,
+// --dense-prompt,
 // --sparse-prompt
 struct SessionFlags {
   int32_t n_threads = 0;
@@ -40,6 +41,7 @@ struct SessionFlags {
   bool no_reorder = false;  // keep FFN neurons in the file's order (LoadOptions::reorder_neurons)
   bool float_predictors = false;  // keep the file's float predictors (LoadOptions::q8_predictors)
   bool keep_matrices = false;     // LoadOptions::input_major_only off
+  bool no_repack = false;         // LoadOptions::row_groups off
   // --sparse MODE (dense, oracle, predictor, threshold, auto), checked with parse_sparse_mode while the
   // flags are parsed; empty means auto. Only commands that add it as repeatable (bench) may get
   // more than one.

@@ -40,6 +40,9 @@ LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) con
       !sf.keep_matrices && std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
         return m == SparseMode::Auto || m == SparseMode::Threshold;
       });
+  o.row_groups = !sf.no_repack && std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
+    return m == SparseMode::Auto || m == SparseMode::Dense;
+  });
   DeviceOptions& d = o.device;
   d.device = device;
   d.vram_budget_gib = vram_budget;

@@ -18,6 +18,10 @@ namespace hearth {
 // and `stride` bytes apart (0: rows elements; more where other matrices' outputs share the rows,
 // as q, k and v share one copy). linear() reads either layout to the same bits; the kernels that
 // take rows of W (gather_matmul, the device's uploads) take only the ggml layout.
+// Or, with row_groups, a quantized matrix whose every 16 rows are rewritten as one row group
+// (backend/cpu/kernels/row_groups.h; a dense model's Q2_K matrices: model_impl.h,
+// hold_row_groups): the same bytes per 16 rows, so views of whole groups keep their offsets,
+// but no single row can be read. linear() takes it through matmul_row_groups.
 struct Matrix {
   DType type = DType::F32;
   const void* data = nullptr;
@@ -25,14 +29,20 @@ struct Matrix {
   int64_t cols = 0;
   bool input_major = false;
   int64_t stride = 0;
+  bool row_groups = false;
 
   bool present() const { return data != nullptr; }
   uint64_t bytes() const { return static_cast<uint64_t>(rows) * row_bytes(type, cols); }
   const uint8_t* row(int64_t r) const {
     return static_cast<const uint8_t*>(data) + r * row_bytes(type, cols);
   }
-  // Rows [first, first + n) as a matrix of their own (a view into the same data); ggml layout.
-  Matrix rows_range(int64_t first, int64_t n) const { return Matrix{type, row(first), n, cols}; }
+  // Rows [first, first + n) as a matrix of their own (a view into the same data); ggml layout,
+  // or row groups where first and n are whole groups (the caller's to check).
+  Matrix rows_range(int64_t first, int64_t n) const {
+    Matrix m{type, row(first), n, cols};
+    m.row_groups = row_groups;
+    return m;
+  }
 };
 
 // Which fields a model fills follows from its block recipe (model/weights.h); absent ones stay

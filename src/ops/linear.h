@@ -14,12 +14,16 @@
 namespace hearth {
 
 // y[n, m.rows] = x[n, m.cols] · m^T: matrix-vector for one token, matrix-matrix for a batch. A
-// matrix held input-major goes through lane_matmul, which gives matmul's bits.
+// matrix held input-major goes through lane_matmul, which gives matmul's bits; one held as row
+// groups through matmul_row_groups.
 inline void linear(cpu::CpuContext& ctx, const Matrix& m, const float* x, int64_t n, float* y) {
   if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(m.data, x, n, m.cols);
   if (m.input_major) {
     lane_matmul(ctx, m.type, m.type, m.data, m.cols, m.rows, x, n, y, /*lane_grouped=*/true,
                 static_cast<size_t>(m.stride));
+  } else if (m.row_groups) {
+    const MatmulPart part{m.data, m.rows, y};
+    matmul_row_groups(ctx, m.type, m.cols, {&part, 1}, x, n);
   } else {
     matmul(ctx, m.type, m.data, m.rows, m.cols, x, n, y);
   }
@@ -32,8 +36,8 @@ struct LinearOut {
 };
 
 // linear() for up to four matrices of one input x[n, cols] (q, k, v; up and gate): one pass over
-// the pool when they share a weight type and ggml's layout, one linear() each otherwise (or for
-// more matrices).
+// the pool when they share a weight type and layout (ggml's or row groups), one linear() each
+// otherwise (or for more matrices).
 // The same bits either way.
 inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut> outs,
                           const float* x, int64_t n) {
@@ -42,7 +46,8 @@ inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut>
   const Matrix& first = *outs.begin()->m;
   bool shared = outs.size() <= kMaxParts;
   for (const LinearOut& o : outs) {
-    shared = shared && o.m->type == first.type && o.m->cols == first.cols && !o.m->input_major;
+    shared = shared && o.m->type == first.type && o.m->cols == first.cols && !o.m->input_major &&
+             o.m->row_groups == first.row_groups;
   }
   if (!shared) {
     for (const LinearOut& o : outs) linear(ctx, *o.m, x, n, o.y);
@@ -54,7 +59,11 @@ inline void linear_shared(cpu::CpuContext& ctx, std::initializer_list<LinearOut>
     if (cpu::MatmulHook* hook = ctx.matmul_hook()) hook->on_matmul(o.m->data, x, n, o.m->cols);
     parts[count++] = {o.m->data, o.m->rows, o.y};
   }
-  matmul_parts(ctx, first.type, first.cols, {parts, count}, x, n);
+  if (first.row_groups) {
+    matmul_row_groups(ctx, first.type, first.cols, {parts, count}, x, n);
+  } else {
+    matmul_parts(ctx, first.type, first.cols, {parts, count}, x, n);
+  }
 }
 
 // y[n, width] += bias[width] in every row; nothing when there is no bias.

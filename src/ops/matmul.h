@@ -36,4 +36,10 @@ struct MatmulPart {
 void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
                   std::span<const MatmulPart> parts, const float* x, int64_t n);
 
+// matmul_parts over matrices held as row groups (backend/cpu/kernels/row_groups.h: every part's
+// rows a multiple of 16, wtype one with gemm_row_groups). Not matmul's bits, but the same for any
+// token count, batch and thread count.
+void matmul_row_groups(cpu::CpuContext& ctx, DType wtype, int64_t cols,
+                       std::span<const MatmulPart> parts, const float* x, int64_t n);
+
 }  // namespace hearth

@@ -55,9 +55,11 @@ const uint8_t* prepare_activations(cpu::CpuContext& ctx, const cpu::WeightKernel
 // attention-sized products; then they own tokens. Tokens go in blocks of kActBlockBytes of
 // activations. Every output is computed by one call of the same kernel whatever the split, so
 // results do not depend on the thread count.
+// `quantum`: decode's chunks are whole multiples of it (kRowQuantum rows; 1 where a "row" is a
+// group of rows already).
 template <typename Gemm>
 void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, size_t ldx,
-               const Gemm& gemm) {
+               const Gemm& gemm, int64_t quantum = kRowQuantum) {
   if (rows == 0 || n == 0) return;
   if (n == 1) {
     const int used = threads_for(ctx, rows * static_cast<int64_t>(row_bytes));
@@ -66,7 +68,7 @@ void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, 
       return;
     }
     const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
-    const int64_t chunk = std::max(2 * kRowQuantum, chunk_rows / kRowQuantum * kRowQuantum);
+    const int64_t chunk = std::max(2 * quantum, chunk_rows / quantum * quantum);
     const int64_t n_chunks = (rows + chunk - 1) / chunk;
     cpu::ChunkRange* const ranges = ctx.pool().chunk_ranges();
     for (int i = 0; i < used; ++i) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -235,6 +236,29 @@ std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model,
     last = s.eval(std::span(tokens).subspan(i, std::min(step, tokens.size() - i)));
   }
   return {last.begin(), last.end()};
+}
+
+std::vector<int32_t> fixed_prompt(int n) {
+  std::vector<int32_t> t = {1};
+  for (int i = 1; i < n; ++i) t.push_back(2 + (i * 53) % 290);
+  return t;
+}
+
+std::vector<float> prompt_logits(const std::shared_ptr<const Model>& model,
+                                 const SessionOptions& options, const std::vector<int32_t>& tokens,
+                                 const std::vector<int32_t>& steps) {
+  Session s(model, options);
+  std::vector<float> out(tokens.size() * static_cast<size_t>(model->config().n_vocab));
+  s.eval_all(tokens, out);
+  for (const int32_t t : steps) {
+    const auto l = s.eval({&t, 1});
+    out.insert(out.end(), l.begin(), l.end());
+  }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 SynthOptions tiny_synth_options(DType type, FfnActivation act) {

@@ -71,6 +71,18 @@ std::vector<float> logits_in_steps(const std::shared_ptr<const Model>& model,
                                    const SessionOptions& options,
                                    const std::vector<int32_t>& tokens, size_t step);
 
+// A fixed prompt of n token ids below 292, BOS (1) first: the batch-invariance tests' input.
+std::vector<int32_t> fixed_prompt(int n);
+
+// Every position's logits of `tokens`, evaluated in passes of options.n_batch tokens, then the
+// logits of one decode step for each of `steps` after them.
+std::vector<float> prompt_logits(const std::shared_ptr<const Model>& model,
+                                 const SessionOptions& options, const std::vector<int32_t>& tokens,
+                                 const std::vector<int32_t>& steps = {});
+
+// Whether two logit vectors are the same bits.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+
 // A tiny synthetic model's shape (n_embd 64, 2 layers, n_ff 128, 4 heads, 2 KV heads, 300
 // tokens) in `type`: decode-loop tests change what they need and write it.
 SynthOptions tiny_synth_options(DType type, FfnActivation act = FfnActivation::Silu);

@@ -33,11 +33,7 @@ std::string relu_model(DType type, double sparsity) {
   return path;
 }
 
-std::vector<int32_t> prompt() {
-  std::vector<int32_t> t = {1};
-  for (int i = 1; i < 40; ++i) t.push_back(2 + (i * 53) % 290);
-  return t;
-}
+std::vector<int32_t> prompt() { return test::fixed_prompt(40); }
 
 // Every position's logits of the prompt, evaluated in passes of n_batch tokens.
 std::vector<float> all_logits(const std::shared_ptr<const Model>& m, SessionOptions o,
@@ -51,9 +47,7 @@ std::vector<float> all_logits(const std::shared_ptr<const Model>& m, SessionOpti
   return out;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::same_bits;
 
 // The same bits at -b 1 (every token a decode step), 8 (the largest sparse group), 9 and 512 (a
 // whole prompt), and at one thread; different bits with a dense prompt.

@@ -60,30 +60,14 @@ bool held_input_major(const Model& m) {
          l.ffn_gate.input_major && l.ffn_up.input_major;
 }
 
-std::vector<int32_t> prompt() {
-  std::vector<int32_t> t = {1};
-  for (int i = 1; i < 30; ++i) t.push_back(2 + (i * 53) % 290);
-  return t;
-}
-
 // Every position's logits of the prompt in passes of n_batch tokens, then four decode steps'.
 std::vector<float> logits(const std::shared_ptr<const Model>& m, SessionOptions o,
                           int32_t n_batch) {
   o.n_batch = n_batch;
-  Session s(m, o);
-  const auto tokens = prompt();
-  std::vector<float> out(tokens.size() * static_cast<size_t>(m->config().n_vocab));
-  s.eval_all(tokens, out);
-  for (const int32_t t : {5, 77, 140, 9}) {
-    const auto l = s.eval({&t, 1});
-    out.insert(out.end(), l.begin(), l.end());
-  }
-  return out;
+  return test::prompt_logits(m, o, test::fixed_prompt(30), {5, 77, 140, 9});
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using test::same_bits;
 
 TEST(InputMajorWeights, EverySessionGivesTheBitsOfTheFilesMatrices) {
   for (const DType type : {DType::F32, DType::F16}) {
@@ -118,7 +102,7 @@ TEST(InputMajorWeights, EverySessionGivesTheBitsOfTheFilesMatrices) {
       o.sparse_prompt = true;
       Session s(held, o);
       EXPECT_EQ(s.sparse_mode(), SparseMode::Threshold);
-      s.eval(prompt());
+      s.eval(test::fixed_prompt(30));
       EXPECT_GT(s.sparse_stats().input_sparsity(), 0.1) << "the inputs are thresholded";
       o.n_threads = 1;
       EXPECT_TRUE(same_bits(logits(kept, o, 512), logits(held, o, 512))) << "one thread";

@@ -85,6 +85,15 @@ struct WeightKernels {
   // of an input-major copy over whole inputs (ops/lane_matvec.cc). Null for other types.
   void (*axpy_dense)(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                      const float* coef, size_t ldc, int64_t nt, float* y, size_t ldy) = nullptr;
+  // Row groups (kernels/row_groups.h), for types that have them (null for the others). The 16
+  // rows at w, ldw bytes apart, rewritten as one group at out (16 * ldw bytes, not aliasing w).
+  void (*to_row_group)(int64_t n, const void* w, size_t ldw, void* out) = nullptr;
+  // gemm over ng groups of such rows (group g at w + 16 * g * ldw, rows [16 g, 16 g + 16) of
+  // the matrix): y[t * ldy + r] = row r . x row t. Not gemm's bits: a row's sums are kept per
+  // scale in integers and finished in column order, the same bits at every ISA level and for
+  // every token count.
+  void (*gemm_row_groups)(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x,
+                          size_t ldx, int64_t nt, float* y, size_t ldy) = nullptr;
   // Float types: the lanes of dot's (and gemm's) sums. Each output is L = dot_lanes sums, lane l
   // adding the products of inputs i = l (mod L) in ascending i as axpy adds (FMA where the ISA
   // has it), then lanes folded in halves (lane i += lane i + L/2, down to one). The same bits

@@ -18,6 +18,8 @@ Kernels kernels() {
   // The block types start from the scalar references; vectorized entries replace them.
   generic::set_block_kernels(k);
   set_block_kernels(k);
+  generic::set_row_group_kernels(k);
+  set_row_group_kernels(k);
   set_axpy_kernels(k);
   k.fp32_to_fp16_row = avx2::fp32_to_fp16_row;
   k.fp16_to_fp32_row = avx2::fp16_to_fp32_row;

@@ -12,6 +12,7 @@ Kernels kernels() {
   set_float_kernels(k);
   set_quant_kernels(k);
   set_block_kernels(k);
+  set_row_group_kernels(k);
   set_axpy_kernels(k);
   set_kquant_axpy_kernels(k);
   set_float_axpy_kernels(k);

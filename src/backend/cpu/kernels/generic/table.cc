@@ -24,6 +24,7 @@ Kernels kernels() {
   k.q4_0 = entries<dot_q4_0>(ActFormat::Q8, quantize_act_q8, q4_0_to_float);
   set_axpy_kernels(k);
   set_block_kernels(k);
+  set_row_group_kernels(k);
   k.fp32_to_fp16_row = generic::fp32_to_fp16_row;
   k.fp16_to_fp32_row = generic::fp16_to_fp32_row;
   return k;

@@ -1,0 +1,172 @@
+// Row groups of Q2_K and Q3_K (kernels/row_groups.h): rewriting 16 rows as a group, and the
+// scalar references of the products over groups. The vector kernels reach the same integers and
+// finish each row with the same float operations in the same order, so every ISA gives these
+// bits.
+#include "backend/cpu/kernels/row_groups.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels/generic/generic_kernels.h"
+#include "core/fp16.h"
+
+namespace hearth::cpu::generic {
+namespace {
+
+// Row r's 2-bit codes (a block's qs) into a group's codes.
+void put_crumbs(const uint8_t* qs, int r, uint8_t (&codes)[16][64]) {
+  for (int q = 0; q < 4; ++q) {
+    for (int w = 0; w < 4; ++w) {
+      for (int i = 0; i < 4; ++i) {
+        int byte = 0;
+        for (int k = 0; k < 4; ++k) byte |= q2k_code(qs, 16 * (4 * q + k) + 4 * w + i) << (2 * k);
+        codes[4 * q + w][4 * r + i] = static_cast<uint8_t>(byte);
+      }
+    }
+  }
+}
+
+// Row r's 2-bit code of weight l (0..15) of sub-block j in a group's codes.
+int crumb(const uint8_t (&codes)[16][64], int r, int j, int l) {
+  return (codes[4 * (j / 4) + l / 4][4 * r + l % 4] >> (2 * (j % 4))) & 3;
+}
+
+// The int16 sum of 16 of sub-block j in the activation super-block at xs.
+int32_t sum16(const uint8_t* xs, int j) {
+  int16_t s;
+  std::memcpy(&s, xs + act_sum16_pair_offset(j / 2) + 2 * (j % 2), sizeof s);
+  return s;
+}
+
+// Sub-block j's 16 activation quants.
+const int8_t* quants(const uint8_t* xs, int j) {
+  return reinterpret_cast<const int8_t*>(xs + act_sub16_offset(j));
+}
+
+// The activation super-block's float scale.
+float act_scale(const uint8_t* xs) {
+  float dx;
+  std::memcpy(&dx, xs + kActScalesOffset, sizeof dx);
+  return dx;
+}
+
+}  // namespace
+
+void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  auto* groups = static_cast<GroupQ2_K*>(out);
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    GroupQ2_K& g = groups[c];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto& b = reinterpret_cast<const BlockQ2_K*>(rows + r * ldw)[c];
+      for (int j = 0; j < 16; ++j) g.scales[j / 2][2 * r + j % 2] = b.scales[j];
+      g.d[r] = b.d;
+      g.dmin[r] = b.dmin;
+      put_crumbs(b.qs, r, g.codes);
+    }
+  }
+}
+
+namespace {
+
+// One row r of a Q2_K group against one activation row: sum_j scale_j * (codes . x over
+// sub-block j) and sum_j min_j * (sum of sub-block j's x), exact, per super-block; then the row's
+// two float sums, d * dx and dmin * dx times those integers, each an FMA in column order.
+float row_q2_k(int64_t n, const GroupQ2_K* g, int r, const uint8_t* x) {
+  float sum = 0.0f, mins = 0.0f;
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    const uint8_t* xs = x + c * kActGroupBytes;
+    int32_t total = 0, min_total = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int8_t* q = quants(xs, j);
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) dot += crumb(g[c].codes, r, j, l) * q[l];
+      const int byte = g[c].scales[j / 2][2 * r + j % 2];
+      total += (byte & 15) * dot;
+      min_total += (byte >> 4) * sum16(xs, j);
+    }
+    const float dx = act_scale(xs);
+    sum = std::fma(fp16_to_fp32(g[c].d[r]) * dx, static_cast<float>(total), sum);
+    mins = std::fma(fp16_to_fp32(g[c].dmin[r]) * dx, static_cast<float>(min_total), mins);
+  }
+  return sum - mins;
+}
+
+}  // namespace
+
+void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  auto* groups = static_cast<GroupQ3_K*>(out);
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    GroupQ3_K& g = groups[c];
+    std::memset(&g, 0, sizeof g);
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto& b = reinterpret_cast<const BlockQ3_K*>(rows + r * ldw)[c];
+      put_crumbs(b.qs, r, g.codes);
+      for (int j = 0; j < 16; ++j) {
+        const int scale = q3k_scale(b.scales, j), p = j / 2;
+        g.scale_low[p][r] |= static_cast<uint8_t>((scale & 15) << (4 * (j % 2)));
+        g.scale_high[p % 4][r] |= static_cast<uint8_t>((scale >> 4) << (4 * (p / 4) + 2 * (j % 2)));
+        for (int l = 0; l < 16; ++l) {
+          const int e = 16 * j + l;
+          const int high = (b.hmask[e % 32] >> (e / 32)) & 1;
+          g.high[2 * (j / 4) + l / 8][4 * r + l % 4] |=
+              static_cast<uint8_t>(high << ((j % 4) + 4 * (l / 4 % 2)));
+        }
+      }
+      g.d[r] = b.d;
+    }
+  }
+}
+
+namespace {
+
+// Row r's high bit of weight l of sub-block j in a Q3_K group.
+int high_bit(const GroupQ3_K& g, int r, int j, int l) {
+  return (g.high[2 * (j / 4) + l / 8][4 * r + l % 4] >> ((j % 4) + 4 * (l / 4 % 2))) & 1;
+}
+
+// One row r of a Q3_K group against one activation row: sum_j (scale_j - 32) * (codes . x over
+// sub-block j) per super-block, exact, then d * dx times it, an FMA in column order.
+float row_q3_k(int64_t n, const GroupQ3_K* g, int r, const uint8_t* x) {
+  float sum = 0.0f;
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    const uint8_t* xs = x + c * kActGroupBytes;
+    int32_t total = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int8_t* q = quants(xs, j);
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) {
+        dot += (crumb(g[c].codes, r, j, l) + 4 * high_bit(g[c], r, j, l) - 4) * q[l];
+      }
+      total += (group_q3_k_scale(g[c], r, j) - 32) * dot;
+    }
+    sum = std::fma(fp16_to_fp32(g[c].d[r]) * act_scale(xs), static_cast<float>(total), sum);
+  }
+  return sum;
+}
+
+// The product over groups of one type, row by row through Row.
+template <typename Group, float (*Row)(int64_t, const Group*, int, const uint8_t*)>
+void gemm_row_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+                     int64_t nt, float* y, size_t ldy) {
+  for (int64_t gi = 0; gi < ng; ++gi) {
+    const auto* g =
+        reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+    for (int64_t t = 0; t < nt; ++t) {
+      const uint8_t* xt = static_cast<const uint8_t*>(x) + t * ldx;
+      for (int r = 0; r < kGroupRows; ++r) y[t * ldy + gi * kGroupRows + r] = Row(n, g, r, xt);
+    }
+  }
+}
+
+}  // namespace
+
+void set_row_group_kernels(Kernels& k) {
+  k.q2_k.to_row_group = to_row_group_q2_k;
+  k.q2_k.gemm_row_groups = gemm_row_groups<GroupQ2_K, row_q2_k>;
+  k.q3_k.to_row_group = to_row_group_q3_k;
+  k.q3_k.gemm_row_groups = gemm_row_groups<GroupQ3_K, row_q3_k>;
+}
+
+}  // namespace hearth::cpu::generic

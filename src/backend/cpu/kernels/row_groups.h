@@ -1,0 +1,112 @@
+// Row groups: 16 rows of a Q2_K or Q3_K matrix rewritten so that the same four weights of every row
+// lie side by side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no
+// horizontal sums: vpdpbusd of such a vector against four activation bytes broadcast to every
+// lane adds each row's four products into its own lane, and the lanes stay rows to the end.
+// The row-major kernels spend about as many instructions reducing each row's sums of 16 (one
+// per scale) as multiplying; for the 2-bit codes, whose bytes are few, that work is what held
+// decode below the memory's speed.
+//
+// A group is one GroupQ2_K per super-block column, in column order, so rows [16 g, 16 g + 16) of
+// a matrix take exactly the bytes they took before (16 rows of ldw bytes): views of whole groups
+// (a fused projection's parts) keep their offsets. Shared by the scalar reference
+// (generic/row_groups.cc) and the vector kernels.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cpu/kernels/act_layout.h"
+#include "core/quant_blocks.h"
+
+namespace hearth::cpu {
+
+inline constexpr int64_t kGroupRows = 16;
+
+// One super-block column of a 16-row group.
+//   codes[4 q + w][4 r + i]: bits 2k hold row r's 2-bit code of weight 16 (4 q + k) + 4 w + i
+//     (sub-block 4 q + k, quad w, byte i). Masking a vector of these with 3 << 2k leaves sub-block
+//     4 q + k's codes times 4^k, which stay below 256 for vpdpbusd's unsigned bytes.
+//   scales[p][2 r + e]: row r's scales byte of sub-block 2 p + e (scale in the low nibble, min in
+//     the high one). Widened to int16, each 32-bit lane holds a row's pair of sub-blocks, the
+//     operand of one vpmaddwd / vpdpwssd for two sub-blocks.
+//   d[r], dmin[r]: row r's f16 scales.
+struct GroupQ2_K {
+  uint8_t codes[16][64];
+  uint8_t scales[8][32];
+  uint16_t d[kGroupRows];
+  uint16_t dmin[kGroupRows];
+};
+static_assert(sizeof(GroupQ2_K) == kGroupRows * sizeof(BlockQ2_K));
+
+// One super-block column of a 16-row Q3_K group (codes u - 4, u = low 2 bits + 4 * high bit).
+//   codes: the low 2 bits as GroupQ2_K's codes.
+//   high[2 q + v][4 r + i]: bit k holds row r's high bit of weight 16 (4 q + k) + 4 (2 v) + i,
+//     bit 4 + k that of weight 16 (4 q + k) + 4 (2 v + 1) + i (quads 2v and 2v + 1 of sub-block
+//     4 q + k). Masking with 1 << k (after a right shift by 4 for the odd quads) leaves sub-block
+//     4 q + k's high bits times 2^k.
+//   scale_low[p][r]: the low 4 bits of row r's 6-bit scales of sub-blocks 2 p (low nibble) and
+//     2 p + 1 (high nibble).
+//   scale_high[p % 4][r]: their high 2 bits, at bits 4 (p / 4) (sub-block 2 p) and 4 (p / 4) + 2
+//     (sub-block 2 p + 1).
+//   d[r]: row r's f16 scale.
+struct GroupQ3_K {
+  uint8_t codes[16][64];
+  uint8_t high[8][64];
+  uint8_t scale_low[8][16];
+  uint8_t scale_high[4][16];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupQ3_K) == kGroupRows * sizeof(BlockQ3_K));
+
+// The 6-bit scale (before the -32) of sub-block j of row r of a Q3_K group.
+constexpr int group_q3_k_scale(const GroupQ3_K& g, int r, int j) {
+  const int p = j / 2;
+  const int low = (g.scale_low[p][r] >> (4 * (j % 2))) & 15;
+  const int high = (g.scale_high[p % 4][r] >> (4 * (p / 4) + 2 * (j % 2))) & 3;
+  return low | high << 4;
+}
+
+// Runs tile(g, t, std::integral_constant<int, T>) over ng groups and nt tokens: per group, the
+// tokens in tiles of MaxTokens, then one tile of the rest, so each group's bytes are read from
+// L1 after its first tile. Every token's output is the same bits in any tile.
+template <int T, typename Tile>
+void tile_rest(int64_t g, int64_t t, int64_t rest, const Tile& tile) {
+  if constexpr (T > 0) {
+    if (rest == T) {
+      tile(g, t, std::integral_constant<int, T>{});
+    } else {
+      tile_rest<T - 1>(g, t, rest, tile);
+    }
+  }
+}
+template <int MaxTokens, typename Tile>
+void for_each_group_tile(int64_t ng, int64_t nt, const Tile& tile) {
+  for (int64_t g = 0; g < ng; ++g) {
+    int64_t t = 0;
+    for (; t + MaxTokens <= nt; t += MaxTokens)
+      tile(g, t, std::integral_constant<int, MaxTokens>{});
+    tile_rest<MaxTokens - 1>(g, t, nt - t, tile);
+  }
+}
+
+// Within a Q8K activation row's super-block (one group of act_layout.h): the offset of
+// sub-block j's 16 quants (block j / 2's first or last 16), and of the int16 pair of sums of 16
+// of sub-blocks 2 p and 2 p + 1 (block p's two halves, side by side).
+constexpr int64_t act_sub16_offset(int64_t j) { return act_quant_offset(j / 2, (j % 2) * 16); }
+constexpr int64_t act_sum16_pair_offset(int64_t p) { return act_sum16_offset(p, 0); }
+
+// Both, for every sub-block and pair: vector files hold them as constants
+// (constexpr auto k = row_group_act_offsets()), so none of these functions is compiled with their
+// flags (an out-of-line copy built with AVX-512 could be the one a scalar caller links to).
+struct RowGroupActOffsets {
+  int64_t sub16[16];
+  int64_t pair[8];
+};
+constexpr RowGroupActOffsets row_group_act_offsets() {
+  RowGroupActOffsets o{};
+  for (int j = 0; j < 16; ++j) o.sub16[j] = act_sub16_offset(j);
+  for (int p = 0; p < 8; ++p) o.pair[p] = act_sum16_pair_offset(p);
+  return o;
+}
+
+}  // namespace hearth::cpu
