@@ -47,10 +47,18 @@ const RandomBlockSet& random_block_weights(DType t, int64_t rows, int64_t cols) 
 
 // With `groups`, the matrix is taken as row groups (matmul_row_groups; its bytes random, as
 // the other block figures' are).
+// Whether this level has row groups for t; otherwise the benchmark is skipped, saying so.
+bool has_row_groups(const cpu::CpuContext& ctx, DType t, benchmark::State& state) {
+  if (ctx.kernels().weights(t).gemm_row_groups) return true;
+  state.SkipWithError("no row groups for this type at this ISA level");
+  return false;
+}
+
 template <typename Weights>
 void run_matvec(benchmark::State& state, DType t, const Weights& w, bool groups = false) {
   const int64_t rows = state.range(0), cols = state.range(1);
   cpu::CpuContext ctx(static_cast<int>(state.range(2)));
+  if (groups && !has_row_groups(ctx, t, state)) return;
   const auto x = random_activations(cols, 1);
   std::vector<float> y(static_cast<size_t>(rows));
   size_t i = 0;
@@ -84,6 +92,7 @@ void bm_matvec_groups(benchmark::State& state, DType t) {
 void run_matmul(benchmark::State& state, DType t, bool cold, bool groups = false) {
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
   cpu::CpuContext ctx(static_cast<int>(state.range(3)));
+  if (groups && !has_row_groups(ctx, t, state)) return;
   const WeightSet& w = cached_weights(t, rows, cols, cold ? kColdBytes : 0);
   const auto x = random_activations(n * cols, 2);
   std::vector<float> y(static_cast<size_t>(rows * n));
@@ -146,6 +155,7 @@ void bm_qkv(benchmark::State& state, DType t) {
 void run_hot_gemm(benchmark::State& state, DType t, int64_t rows, int64_t cols, int64_t tokens,
                   bool groups = false) {
   cpu::CpuContext ctx(1);
+  if (groups && !has_row_groups(ctx, t, state)) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(t);
   const WeightSet& w = cached_weights(t, rows, cols, 0);
   const auto x = random_activations(tokens * cols, 2);
