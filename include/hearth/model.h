@@ -71,11 +71,11 @@ struct LoadOptions {
   bool input_major_only = false;
   int32_t input_major_min_width = 512;  // as SessionOptions'
   // On a model whose sessions run dense (no predictors or thresholds) with no device: hold its
-  // Q2_K matrices in 16-row groups, a layout whose one-token products need no horizontal sums
-  // (decode reads them at up to the memory's speed, which the file's row layout does not reach).
-  // The same bytes; products round differently from the row layout's. Sparse sessions cannot
-  // read it (they fail to open). Off by default; the CLI's inference commands turn it on where
-  // every session is to run dense (--no-repack turns it off).
+  // Q2_K, Q3_K, Q4_K and Q6_K matrices (those whose groups pay at this CPU's level) in 16-row
+  // groups, a layout whose one-token products need no horizontal sums, so decode reads them at up
+  // to the memory's speed. The same bytes; products round differently from the row layout's. Sparse
+  // sessions cannot read it (they fail to open). Off by default; the CLI's inference commands
+  // turn it on where every session is to run dense (--no-repack turns it off).
   bool row_groups = false;
   DeviceOptions device;
 };

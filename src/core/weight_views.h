@@ -19,7 +19,7 @@ namespace hearth {
 // as q, k and v share one copy). linear() reads either layout to the same bits; the kernels that
 // take rows of W (gather_matmul, the device's uploads) take only the ggml layout.
 // Or, with row_groups, a quantized matrix whose every 16 rows are rewritten as one row group
-// (backend/cpu/kernels/row_groups.h; a dense model's Q2_K matrices: model_impl.h,
+// (backend/cpu/kernels/row_groups.h; a dense model's K-quant matrices: model_impl.h,
 // hold_row_groups): the same bytes per 16 rows, so views of whole groups keep their offsets,
 // but no single row can be read. linear() takes it through matmul_row_groups.
 struct Matrix {

@@ -87,10 +87,11 @@ struct Model::Impl {
   bool hold_input_major_only(int32_t min_width);
 
   // LoadOptions::row_groups (row_group_weights.cc): on a model whose sessions run dense (no
-  // predictors, no thresholds) with no device, rewrites every matrix of a type with row groups
-  // (Q2_K) whose rows come in whole groups as them: in the file's bytes where it was read into
-  // memory, else in buffers of their own with the mapped pages released. The embedding table
-  // (and a tied output head) keeps its rows. Returns whether it did.
+  // predictors, no thresholds) with no device, rewrites every matrix of a type whose row groups
+  // this CPU's kernel table has (Q2_K, Q3_K, Q4_K, Q6_K) and whose rows come in whole groups as
+  // them: in the file's bytes where it was read into memory, else in buffers of their own with the
+  // mapped pages released. The embedding table (and a tied output head) keeps its rows. Returns
+  // whether it did.
   bool hold_row_groups();
 
  private:

@@ -1,8 +1,8 @@
-// Row groups (backend/cpu/kernels/row_groups.h): 16 rows of Q2_K or Q3_K rewritten as a group,
-// and the product over groups, for every ISA this CPU has. Against the row-major dot products the
-// groups' outputs differ only by float rounding (the same weights, the same activation integers);
-// against the scalar reference of the group product they are the same bits, whatever the token
-// count.
+// Row groups (backend/cpu/kernels/row_groups.h): 16 rows of Q2_K, Q3_K, Q4_K or Q6_K rewritten as a
+// group, and the product over groups, for every ISA this CPU has. Against the row-major dot
+// products the groups' outputs differ only by float rounding (the same weights, the same activation
+// integers); against the scalar reference of the group product they are the same bits, whatever the
+// token count.
 #include "backend/cpu/kernels/row_groups.h"
 
 #include <gtest/gtest.h>
@@ -22,8 +22,8 @@
 namespace hearth {
 namespace {
 
-// rows x cols weights of type t (Q2_K or Q3_K): every byte `fill` (random where fill < 0), then
-// small f16 factors.
+// rows x cols weights of type t (Q2_K, Q3_K, Q4_K or Q6_K): every byte `fill` (random where fill <
+// 0), then small f16 factors.
 std::vector<uint8_t> weights(DType t, int64_t rows, int64_t cols, uint32_t seed, int fill = -1) {
   std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(t, cols)));
   std::mt19937 rng(seed);
@@ -35,6 +35,12 @@ std::vector<uint8_t> weights(DType t, int64_t rows, int64_t cols, uint32_t seed,
       auto* b = reinterpret_cast<BlockQ2_K*>(&w[off]);
       b->d = fp32_to_fp16(factor(rng));
       b->dmin = fp32_to_fp16(factor(rng));
+    } else if (t == DType::Q4_K) {
+      auto* b = reinterpret_cast<BlockQ4_K*>(&w[off]);
+      b->d = fp32_to_fp16(factor(rng));
+      b->dmin = fp32_to_fp16(factor(rng));
+    } else if (t == DType::Q6_K) {
+      reinterpret_cast<BlockQ6_K*>(&w[off])->d = fp32_to_fp16(factor(rng));
     } else {
       reinterpret_cast<BlockQ3_K*>(&w[off])->d = fp32_to_fp16(factor(rng));
     }
@@ -113,14 +119,18 @@ TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
   for (cpu::Isa isa : test::isas()) {
     const cpu::Kernels table = cpu::select_kernels(isa);
     EXPECT_NE(table.weights(DType::Q2_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
-    const bool q3_k = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
-    EXPECT_EQ(table.weights(DType::Q3_K).gemm_row_groups != nullptr, q3_k) << cpu::isa_name(isa);
-    EXPECT_EQ(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
+    EXPECT_NE(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
+    // Q3_K's and Q6_K's only with AVX512-VNNI (and the reference).
+    const bool wide = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
+    for (const DType t : {DType::Q3_K, DType::Q6_K}) {
+      EXPECT_EQ(table.weights(t).gemm_row_groups != nullptr, wide) << cpu::isa_name(isa);
+    }
+    EXPECT_EQ(table.weights(DType::Q5_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
   }
 }
 
 TEST(RowGroups, MatchTheRowMajorProductAndTheReference) {
-  for (const DType type : {DType::Q2_K, DType::Q3_K}) {
+  for (const DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
     for (int64_t cols : {256, 768, 1280}) {
       for (int64_t rows : {16, 48}) {
         const auto w = weights(type, rows, cols, static_cast<uint32_t>(rows + cols));
@@ -145,7 +155,7 @@ TEST(RowGroups, ExtremeCodesDoNotOverflow) {
       x[static_cast<size_t>(t * kCols + i)] = sign;
     }
   }
-  for (const DType type : {DType::Q2_K, DType::Q3_K}) {
+  for (const DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
     for (int fill : {0x00, 0xff, 0x0f, 0xf0, 0xc3}) {
       check(type, weights(type, kRows, kCols, static_cast<uint32_t>(fill), fill), kRows, kCols, x,
             kTokens);

@@ -108,7 +108,8 @@ TEST_P(RowGroupWeightsOf, DenseSessionsComputeTheFilesFunctionWithStableBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, RowGroupWeightsOf, ::testing::Values(DType::Q2_K, DType::Q3_K),
+INSTANTIATE_TEST_SUITE_P(Types, RowGroupWeightsOf,
+                         ::testing::Values(DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(RowGroupWeights, SparseSessionsRefuseThem) {

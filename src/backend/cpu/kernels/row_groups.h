@@ -1,8 +1,8 @@
-// Row groups: 16 rows of a Q2_K or Q3_K matrix rewritten so that the same four weights of every row
-// lie side by side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no
-// horizontal sums: vpdpbusd of such a vector against four activation bytes broadcast to every
-// lane adds each row's four products into its own lane, and the lanes stay rows to the end.
-// The row-major kernels spend about as many instructions reducing each row's sums of 16 (one
+// Row groups: 16 rows of a Q2_K, Q3_K, Q4_K or Q6_K matrix rewritten so that the same four weights
+// of every row lie side by side, one row per 32-bit lane of a 512-bit vector. A one-token product
+// then needs no horizontal sums: vpdpbusd of such a vector against four activation bytes broadcast
+// to every lane adds each row's four products into its own lane, and the lanes stay rows to the
+// end. The row-major kernels spend about as many instructions reducing each row's sums of 16 (one
 // per scale) as multiplying; for the 2-bit codes, whose bytes are few, that work is what held
 // decode below the memory's speed.
 //
@@ -57,6 +57,49 @@ struct GroupQ3_K {
   uint16_t d[kGroupRows];
 };
 static_assert(sizeof(GroupQ3_K) == kGroupRows * sizeof(BlockQ3_K));
+
+// One super-block column of a 16-row Q4_K group (8 sub-blocks of 32, w = d sc q - dmin m).
+//   codes[8 m + w][4 r + i]: the low nibble holds row r's code of weight 32 (2 m) + 4 w + i, the
+//     high nibble that of weight 32 (2 m + 1) + 4 w + i (quad w of sub-blocks 2m and 2m + 1).
+//     Masked with 0xf0 the high ones come times 16, still a byte.
+//   scale_low[j][r]: the low 4 bits of row r's 6-bit scale (low nibble) and min (high nibble) of
+//     sub-block j.
+//   scale_high[j / 2][r]: their high 2 bits, the scale's at bits 4 (j % 2), the min's above them.
+//   d[r], dmin[r]: row r's f16 factors.
+// A sub-block's 32 codes times activations can pass 2^15, so the kernels pack the sums of its
+// two halves of 16 (quads 0-3 and 4-7) as an int16 pair, against the scale in both halves.
+struct GroupQ4_K {
+  uint8_t codes[32][64];
+  uint8_t scale_low[8][16];
+  uint8_t scale_high[4][16];
+  uint16_t d[kGroupRows];
+  uint16_t dmin[kGroupRows];
+};
+static_assert(sizeof(GroupQ4_K) == kGroupRows * sizeof(BlockQ4_K));
+
+// One super-block column of a 16-row Q6_K group (16 sub-blocks of 16, w = d sc (u - 32), u 6
+// bits: 4 low, 2 high).
+//   low[8 m + w][4 r + i]: the low 4 bits of row r's code of weight 32 (2 m) + 4 w + i (low
+//     nibble) and of weight 32 (2 m + 1) + 4 w + i (high nibble), as GroupQ4_K's codes.
+//   high[4 m + w][4 r + i] (w < 4): the top 2 bits of row r's weights 32 (2 m + e) + 4 (w + 4 h)
+//     + i at bits 2 (e + 2 h): masked with 3 << 2k, times 4^k.
+//   scales[j][r]: row r's int8 scale of sub-block j; d[r] its f16 factor.
+// A sub-block's low and high sums (at most 16 * 15 * 127 and 16 * 3 * 127) fit an int16 pair,
+// which meets (scale, 16 scale) in one vpdpwssd.
+struct GroupQ6_K {
+  uint8_t low[32][64];
+  uint8_t high[16][64];
+  int8_t scales[16][16];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupQ6_K) == kGroupRows * sizeof(BlockQ6_K));
+
+// The 6-bit scale and min of sub-block j of row r of a Q4_K group.
+constexpr ScaleMin group_q4_k_scale_min(const GroupQ4_K& g, int r, int j) {
+  const int low = g.scale_low[j][r], high = g.scale_high[j / 2][r] >> (4 * (j % 2));
+  return {static_cast<uint8_t>((low & 15) | (high & 3) << 4),
+          static_cast<uint8_t>((low >> 4) | ((high >> 2) & 3) << 4)};
+}
 
 // The 6-bit scale (before the -32) of sub-block j of row r of a Q3_K group.
 constexpr int group_q3_k_scale(const GroupQ3_K& g, int r, int j) {

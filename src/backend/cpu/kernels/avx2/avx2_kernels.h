@@ -29,7 +29,8 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
-// The product over Q2_K row groups (row_groups_avx2.cc); Q3_K's entries cleared.
+// The products over Q2_K and Q4_K row groups (row_groups_avx2.cc); Q3_K's and Q6_K's entries
+// cleared.
 void set_row_group_kernels(Kernels& k);
 
 // axpy_dense of F32, F16 and BF16 rows on the several-token axpy's tiles (axpy_tokens_avx2.cc).

@@ -1,10 +1,11 @@
-// The product over Q2_K row groups (kernels/row_groups.h) with AVX2: each 32-bit lane of a 256-bit
-// vector is a row, a group taken as two halves of 8 rows (bytes 0-31 and 32-63 of each code
-// vector). vpmaddubsw of a sub-block's codes (shifted down to 0..3) against four activation bytes
-// broadcast gives each row two int16 partial sums, added over the sub-block's four quads (at most
-// 4 * 2 * 3 * 128, no saturation); vpmaddwd against the sub-block's scale in both halves of the
-// row's lane then gives scale times the sub-block's sum, exactly. The mins meet the activations'
-// sums of 16 by vpmaddwd too. The generic reference (generic/row_groups.cc) gives the same bits.
+// The products over Q2_K and Q4_K row groups (kernels/row_groups.h) with AVX2: each 32-bit lane
+// of a 256-bit vector is a row, a group taken as two halves of 8 rows (bytes 0-31 and 32-63 of
+// each code vector). vpmaddubsw of a sub-block's codes (shifted down to 0..3, or a nibble)
+// against four activation bytes broadcast gives each row two int16 partial sums, added over the
+// sub-block's quads (at most 4 * 2 * 3 * 128, or 8 * 2 * 15 * 128: no saturation); vpmaddwd
+// against the sub-block's scale in both halves of the row's lane then gives scale times the
+// sub-block's sum, exactly. The mins meet the activations' sums of 16 by vpmaddwd too. The
+// generic reference (generic/row_groups.cc) gives the same bits.
 #include <immintrin.h>
 
 #include <cstring>
@@ -54,55 +55,24 @@ template <int T>
   }
 }
 
-// Tokens x[0..T) against rows [8h, 8h + 8) of one Q2_K group: y[t * ldy + r].
-template <int T>
-void half_q2_k(int64_t nb, const GroupQ2_K* g, int h, const uint8_t* x, size_t ldx, float* y,
-               size_t ldy) {
-  const __m256i three = _mm256_set1_epi8(3);
-  const __m256i nibble = _mm256_set1_epi16(0x0f);
+// The super-block column loop of the half-group kernels, as the 512-bit one
+// (avx512/row_group_tiles.h) for groups with mins: column(gc, xs, total, min_total) adds one
+// column's sums for tokens xs[0..T), and a row's result is d dx total - dmin dx min_total, two
+// running sums over the columns.
+template <int T, typename Group, typename Column>
+[[gnu::always_inline]] inline void column_loop(int64_t nb, const Group* g, int h, const uint8_t* x,
+                                               size_t ldx, float* y, size_t ldy,
+                                               const Column& column) {
   __m256 sum[T], mins[T];
   for (int t = 0; t < T; ++t) sum[t] = mins[t] = _mm256_setzero_ps();
   for (int64_t c = 0; c < nb; ++c) {
-    const GroupQ2_K& gc = g[c];
+    const Group& gc = g[c];
     if constexpr (T == 1) prefetch_ahead(&gc);
     const uint8_t* xs[T];
     for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
     __m256i total[T], min_total[T];
     for (int t = 0; t < T; ++t) total[t] = min_total[t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      __m256i acc[4][T];
-      for (int k = 0; k < 4; ++k) {
-        for (int t = 0; t < T; ++t) acc[k][t] = _mm256_setzero_si256();
-      }
-#pragma GCC unroll 4
-      for (int w = 0; w < 4; ++w) {
-        const __m256i v =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.codes[4 * q + w] + 32 * h));
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), three);
-          for (int t = 0; t < T; ++t) {
-            acc[k][t] = _mm256_add_epi16(
-                acc[k][t],
-                _mm256_maddubs_epi16(codes, broadcast32(xs[t] + kAct.sub16[4 * q + k] + 4 * w)));
-          }
-        }
-      }
-      __m256i scales[2];
-#pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p) {
-        const __m256i bytes = _mm256_cvtepu8_epi16(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.scales[2 * q + p] + 16 * h)));
-        scales[p] = _mm256_and_si256(bytes, nibble);
-        const __m256i mins16 = _mm256_srli_epi16(bytes, 4);
-        for (int t = 0; t < T; ++t) {
-          min_total[t] = _mm256_add_epi32(
-              min_total[t], _mm256_madd_epi16(mins16, broadcast32(xs[t] + kAct.pair[2 * q + p])));
-        }
-      }
-      add_scaled<T>(acc, scales, total);
-    }
+    column(gc, xs, total, min_total);
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.d + 8 * h)));
     const __m256 dmin =
@@ -117,6 +87,117 @@ void half_q2_k(int64_t nb, const GroupQ2_K* g, int h, const uint8_t* x, size_t l
     }
   }
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy, _mm256_sub_ps(sum[t], mins[t]));
+}
+
+// Tokens x[0..T) against rows [8h, 8h + 8) of one Q2_K group: y[t * ldy + r].
+template <int T>
+void half_q2_k(int64_t nb, const GroupQ2_K* g, int h, const uint8_t* x, size_t ldx, float* y,
+               size_t ldy) {
+  const __m256i three = _mm256_set1_epi8(3);
+  const __m256i nibble = _mm256_set1_epi16(0x0f);
+  column_loop<T>(
+      nb, g, h, x, ldx, y, ldy,
+      [&](const GroupQ2_K& gc, const auto& xs, auto& total, auto& min_total) {
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          __m256i acc[4][T];
+          for (int k = 0; k < 4; ++k) {
+            for (int t = 0; t < T; ++t) acc[k][t] = _mm256_setzero_si256();
+          }
+#pragma GCC unroll 4
+          for (int w = 0; w < 4; ++w) {
+            const __m256i v =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.codes[4 * q + w] + 32 * h));
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+              const __m256i codes = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), three);
+              for (int t = 0; t < T; ++t) {
+                acc[k][t] = _mm256_add_epi16(
+                    acc[k][t], _mm256_maddubs_epi16(
+                                   codes, broadcast32(xs[t] + kAct.sub16[4 * q + k] + 4 * w)));
+              }
+            }
+          }
+          __m256i scales[2];
+#pragma GCC unroll 2
+          for (int p = 0; p < 2; ++p) {
+            const __m256i bytes = _mm256_cvtepu8_epi16(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.scales[2 * q + p] + 16 * h)));
+            scales[p] = _mm256_and_si256(bytes, nibble);
+            const __m256i mins16 = _mm256_srli_epi16(bytes, 4);
+            for (int t = 0; t < T; ++t) {
+              min_total[t] = _mm256_add_epi32(
+                  min_total[t],
+                  _mm256_madd_epi16(mins16, broadcast32(xs[t] + kAct.pair[2 * q + p])));
+            }
+          }
+          add_scaled<T>(acc, scales, total);
+        }
+      });
+}
+
+// 8 bytes at p, one per lane.
+__m256i lane_bytes(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Q4_K's scale and min of sub-block j for rows [8h, 8h + 8), each in both int16 halves of its
+// row's lane.
+struct ScaleMinPairs {
+  __m256i scale, min;
+};
+ScaleMinPairs q4_k_scales(const GroupQ4_K& g, int j, int h) {
+  const __m256i low = lane_bytes(g.scale_low[j] + 8 * h);
+  const __m256i high = _mm256_srli_epi32(lane_bytes(g.scale_high[j / 2] + 8 * h), 4 * (j % 2));
+  const __m256i top = _mm256_set1_epi32(0x30);
+  const __m256i scale = _mm256_or_si256(_mm256_and_si256(low, _mm256_set1_epi32(15)),
+                                        _mm256_and_si256(_mm256_slli_epi32(high, 4), top));
+  const __m256i min =
+      _mm256_or_si256(_mm256_srli_epi32(low, 4), _mm256_and_si256(_mm256_slli_epi32(high, 2), top));
+  return {_mm256_or_si256(scale, _mm256_slli_epi32(scale, 16)),
+          _mm256_or_si256(min, _mm256_slli_epi32(min, 16))};
+}
+
+// Tokens x[0..T) against rows [8h, 8h + 8) of one Q4_K group: y[t * ldy + r]. A sub-block's 8
+// quads add into one int16 pair per row (at most 8 * 2 * 15 * 128).
+template <int T>
+void half_q4_k(int64_t nb, const GroupQ4_K* g, int h, const uint8_t* x, size_t ldx, float* y,
+               size_t ldy) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  column_loop<T>(
+      nb, g, h, x, ldx, y, ldy,
+      [&](const GroupQ4_K& gc, const auto& xs, auto& total, auto& min_total) {
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          __m256i acc[2][T];
+          for (int e = 0; e < 2; ++e) {
+            for (int t = 0; t < T; ++t) acc[e][t] = _mm256_setzero_si256();
+          }
+#pragma GCC unroll 8
+          for (int w = 0; w < 8; ++w) {
+            const __m256i v =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.codes[8 * m + w] + 32 * h));
+            const __m256i codes[2] = {_mm256_and_si256(v, nibble),
+                                      _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)};
+            for (int e = 0; e < 2; ++e) {
+              const int64_t at = kAct.sub16[2 * (2 * m + e) + w / 4] + 4 * (w % 4);
+              for (int t = 0; t < T; ++t) {
+                acc[e][t] = _mm256_add_epi16(
+                    acc[e][t], _mm256_maddubs_epi16(codes[e], broadcast32(xs[t] + at)));
+              }
+            }
+          }
+          for (int e = 0; e < 2; ++e) {
+            const int j = 2 * m + e;
+            const ScaleMinPairs sm = q4_k_scales(gc, j, h);
+            for (int t = 0; t < T; ++t) {
+              total[t] = _mm256_add_epi32(total[t], _mm256_madd_epi16(acc[e][t], sm.scale));
+              min_total[t] = _mm256_add_epi32(
+                  min_total[t], _mm256_madd_epi16(sm.min, broadcast32(xs[t] + kAct.pair[j])));
+            }
+          }
+        }
+      });
 }
 
 // Tiles of up to two tokens per group, each half of 8 rows through Half<T>.
@@ -141,15 +222,27 @@ struct Q2_K {
     half_q2_k<T>(nb, g, h, x, ldx, y, ldy);
   }
 };
+template <int T>
+struct Q4_K {
+  static void run(int64_t nb, const GroupQ4_K* g, int h, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
+    half_q4_k<T>(nb, g, h, x, ldx, y, ldy);
+  }
+};
+
 }  // namespace
 
 void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, Q2_K>;
+  k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, Q4_K>;
   // Q3_K's groups do not pay at this level: without VNNI each quad's high bits cost as much
   // unpacking as the row layout's kernels spend per weight (docs/benchmarks.md). Without the
   // entries, models keep Q3_K's rows.
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
+  // Q6_K's groups have no AVX2 kernel: its row kernels keep the rows.
+  k.q6_k.to_row_group = nullptr;
+  k.q6_k.gemm_row_groups = nullptr;
 }
 
 }  // namespace hearth::cpu::avx2

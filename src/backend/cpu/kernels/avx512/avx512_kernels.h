@@ -16,8 +16,10 @@ void set_quant_kernels(Kernels& k);
 void set_block_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
 void set_kquant_axpy_kernels(Kernels& k);
-// The products over Q2_K and Q3_K row groups (row_groups_avx512.cc).
+// The products over Q2_K, Q3_K, Q4_K and Q6_K row groups: Q2_K's and Q3_K's
+// (row_groups_avx512.cc), which also sets Q4_K's and Q6_K's (row_groups_nibbles_avx512.cc).
 void set_row_group_kernels(Kernels& k);
+void set_nibble_row_group_kernels(Kernels& k);
 // The float axpy of several tokens (axpy_tokens_avx512.cc).
 void set_float_axpy_kernels(Kernels& k);
 

@@ -2,8 +2,8 @@
 // lane is a row from the first instruction to the last. Per quad of four weights, one load of
 // 2-bit codes serves four sub-blocks (masked with 3 << 2k: codes times 4^k) and every token of
 // the tile; vpdpbusd adds each row's products against the quad's activation bytes, broadcast,
-// into that sub-block's sums. Q3_K's high bits join its codes first (u = low + 4 high, 0..7). The
-// sums of a sub-block pair are then packed into int16 halves (they
+// into that sub-block's sums. Q3_K's high bits join its codes first (u = low + 4 high, 0..7) where
+// several tokens share them. The sums of a sub-block pair are then packed into int16 halves (they
 // fit: 16 codes of at most 7 times |x| <= 128) and meet the pair's scales in one vpdpwssd; Q2_K's
 // mins and Q3_K's offset of 4 meet the activations' sums of 16 the same way. The generic
 // reference (generic/row_groups.cc) gives the same bits.
@@ -12,36 +12,11 @@
 #include <cstring>
 
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
+#include "backend/cpu/kernels/avx512/row_group_tiles.h"
 #include "backend/cpu/kernels/generic/generic_kernels.h"
-#include "backend/cpu/kernels/row_groups.h"
-#include "backend/cpu/kernels/tile_set.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
-
-// The activation offsets, evaluated here at compile time: no out-of-line copy of act_layout.h's
-// functions is built with this file's flags.
-constexpr RowGroupActOffsets kAct = row_group_act_offsets();
-
-__m512i broadcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return _mm512_set1_epi32(v);
-}
-
-// Two sub-blocks' int32 sums as the int16 pair (even, odd) in each 32-bit lane (both fit).
-__m512i pack_pair(__m512i even, __m512i odd) {
-  return _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
-}
-
-// One token streams the groups from DRAM, one forward stream (a matrix's groups lie one after
-// another): each super-block column prefetches the bytes tiles::kStreamAhead on, as the row-major
-// one-token tiles do.
-template <typename Group>
-void prefetch_ahead(const Group* gc) {
-  const auto* p = reinterpret_cast<const char*>(gc) + tiles::kStreamAhead;
-  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
-}
 
 // Adds to acc[k][t] the 2-bit codes of sub-blocks 4q + k (times 4^k) against token t: the four
 // quads of codes[4q .. 4q + 3].
@@ -69,54 +44,36 @@ template <int T>
 void group_q2_k(int64_t nb, const GroupQ2_K* g, const uint8_t* x, size_t ldx, float* y,
                 size_t ldy) {
   const __m512i nibble = _mm512_set1_epi16(0x0f);
-  __m512 sum[T], mins[T];
-  for (int t = 0; t < T; ++t) sum[t] = mins[t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < nb; ++c) {
-    const GroupQ2_K& gc = g[c];
-    if constexpr (T == 1) prefetch_ahead(&gc);
-    const uint8_t* xs[T];
-    for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
-    __m512i total[T], min_total[T];
-    for (int t = 0; t < T; ++t) total[t] = min_total[t] = _mm512_setzero_si512();
+  column_loop<T, 0>(
+      nb, g, x, ldx, y, ldy,
+      [&](const GroupQ2_K& gc, const auto& xs, auto& total, auto& min_total) {
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      __m512i acc[4][T];
-      for (int k = 0; k < 4; ++k) {
-        for (int t = 0; t < T; ++t) acc[k][t] = _mm512_setzero_si512();
-      }
-      add_crumbs<T>(gc.codes, q, xs, acc);
-// Sub-blocks 4q, 4q + 1 are pair 2q, sub-blocks 4q + 2, 4q + 3 pair 2q + 1.
+        for (int q = 0; q < 4; ++q) {
+          __m512i acc[4][T];
+          for (int k = 0; k < 4; ++k) {
+            for (int t = 0; t < T; ++t) acc[k][t] = _mm512_setzero_si512();
+          }
+          add_crumbs<T>(gc.codes, q, xs, acc);
+      // Sub-blocks 4q, 4q + 1 are pair 2q, sub-blocks 4q + 2, 4q + 3 pair 2q + 1.
 #pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p) {
-        const __m512i bytes = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.scales[2 * q + p])));
-        const __m512i scales = _mm512_and_si512(bytes, nibble);
-        const __m512i mins16 = _mm512_srli_epi16(bytes, 4);
-        for (int t = 0; t < T; ++t) {
-          // The sums come times 4^k: the even one shifted back exactly, the odd one's shift
-          // folded into the move to the high half (its low bits are zeros).
-          const __m512i even = p == 0 ? acc[0][t] : _mm512_srai_epi32(acc[2][t], 4);
-          const __m512i odd = _mm512_slli_epi32(acc[2 * p + 1][t], 14 - 4 * p);
-          total[t] =
-              _mm512_dpwssd_epi32(total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, even, odd), scales);
-          min_total[t] =
-              _mm512_dpwssd_epi32(min_total[t], mins16, broadcast32(xs[t] + kAct.pair[2 * q + p]));
+          for (int p = 0; p < 2; ++p) {
+            const __m512i bytes = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.scales[2 * q + p])));
+            const __m512i scales = _mm512_and_si512(bytes, nibble);
+            const __m512i mins16 = _mm512_srli_epi16(bytes, 4);
+            for (int t = 0; t < T; ++t) {
+              // The sums come times 4^k: the even one shifted back exactly, the odd one's shift
+              // folded into the move to the high half (its low bits are zeros).
+              const __m512i even = p == 0 ? acc[0][t] : _mm512_srai_epi32(acc[2][t], 4);
+              const __m512i odd = _mm512_slli_epi32(acc[2 * p + 1][t], 14 - 4 * p);
+              total[t] = _mm512_dpwssd_epi32(
+                  total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, even, odd), scales);
+              min_total[t] = _mm512_dpwssd_epi32(min_total[t], mins16,
+                                                 broadcast32(xs[t] + kAct.pair[2 * q + p]));
+            }
+          }
         }
-      }
-    }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
-    const __m512 dmin =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
-    for (int t = 0; t < T; ++t) {
-      float dx;
-      std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-      const __m512 vdx = _mm512_set1_ps(dx);
-      sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(total[t]), sum[t]);
-      mins[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(min_total[t]), mins[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, _mm512_sub_ps(sum[t], mins[t]));
+      });
 }
 
 // Q3_K's signed scales (s - 32) of sub-blocks 2p and 2p + 1 as int16 pairs, one row per lane.
@@ -154,118 +111,82 @@ __m512i q3_k_codes(__m512i v, __m512i h, int k, int w) {
 template <int T>
 void group_q3_k(int64_t nb, const GroupQ3_K* g, const uint8_t* x, size_t ldx, float* y,
                 size_t ldy) {
-  __m512 sum[T];
-  for (int t = 0; t < T; ++t) sum[t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < nb; ++c) {
-    const GroupQ3_K& gc = g[c];
-    if constexpr (T == 1) prefetch_ahead(&gc);
-    const uint8_t* xs[T];
-    for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
-    // total: sum_j s_j (u . x over sub-block j); offset: sum_j s_j (sum of x).
-    __m512i total[T], offset[T];
-    for (int t = 0; t < T; ++t) total[t] = offset[t] = _mm512_setzero_si512();
-      // A pair of sub-blocks at a time, each reading its quads' codes again (from L1): the
-      // tile's sums stay in registers for four tokens.
+  // total: sum_j s_j (u . x over sub-block j); offset: sum_j s_j (sum of x).
+  column_loop<T, 2>(
+      nb, g, x, ldx, y, ldy, [&](const GroupQ3_K& gc, const auto& xs, auto& total, auto& offset) {
+  // A pair of sub-blocks at a time, each reading its quads' codes again (from L1): the
+  // tile's sums stay in registers for four tokens.
 #pragma GCC unroll 8
-    for (int p = 0; p < 8; ++p) {
-      const int q = p / 2;
-      __m512i acc[2][T];
+        for (int p = 0; p < 8; ++p) {
+          const int q = p / 2;
+          __m512i acc[2][T];
 #pragma GCC unroll 2
-      for (int e = 0; e < 2; ++e) {
-        const int k = 2 * (p % 2) + e;
-        for (int t = 0; t < T; ++t) acc[e][t] = _mm512_setzero_si512();
+          for (int e = 0; e < 2; ++e) {
+            const int k = 2 * (p % 2) + e;
+            for (int t = 0; t < T; ++t) acc[e][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int w = 0; w < 4; ++w) {
-          const __m512i u = q3_k_codes(_mm512_loadu_si512(gc.codes[4 * q + w]),
-                                       _mm512_loadu_si512(gc.high[2 * q + w / 2]), k, w);
+            for (int w = 0; w < 4; ++w) {
+              const __m512i u = q3_k_codes(_mm512_loadu_si512(gc.codes[4 * q + w]),
+                                           _mm512_loadu_si512(gc.high[2 * q + w / 2]), k, w);
+              for (int t = 0; t < T; ++t) {
+                acc[e][t] = _mm512_dpbusd_epi32(acc[e][t], u,
+                                                broadcast32(xs[t] + kAct.sub16[4 * q + k] + 4 * w));
+              }
+            }
+          }
+          const __m512i scales = q3_k_scale_pair(gc, p);
           for (int t = 0; t < T; ++t) {
-            acc[e][t] = _mm512_dpbusd_epi32(acc[e][t], u,
-                                            broadcast32(xs[t] + kAct.sub16[4 * q + k] + 4 * w));
+            total[t] = _mm512_dpwssd_epi32(total[t], pack_pair(acc[0][t], acc[1][t]), scales);
+            offset[t] = _mm512_dpwssd_epi32(offset[t], scales, broadcast32(xs[t] + kAct.pair[p]));
           }
         }
-      }
-      const __m512i scales = q3_k_scale_pair(gc, p);
-      for (int t = 0; t < T; ++t) {
-        total[t] = _mm512_dpwssd_epi32(total[t], pack_pair(acc[0][t], acc[1][t]), scales);
-        offset[t] = _mm512_dpwssd_epi32(offset[t], scales, broadcast32(xs[t] + kAct.pair[p]));
-      }
-    }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
-    for (int t = 0; t < T; ++t) {
-      float dx;
-      std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-      const __m512i exact = _mm512_sub_epi32(total[t], _mm512_slli_epi32(offset[t], 2));
-      sum[t] =
-          _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(exact), sum[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, sum[t]);
+      });
 }
 
 // One token against one Q3_K group: the high bits in sums of their own (masked with 1 << k:
 // times 2^k) instead of joined to the codes, fewer instructions per weight where no other token
 // shares the unpacking; the same integers as group_q3_k.
 void group_q3_k_one(int64_t nb, const GroupQ3_K* g, const uint8_t* x, float* y) {
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t c = 0; c < nb; ++c) {
-    const GroupQ3_K& gc = g[c];
-    prefetch_ahead(&gc);
-    const uint8_t* const xs[1] = {x + c * kActGroupBytes};
-    __m512i total = _mm512_setzero_si512(), offset = _mm512_setzero_si512();
+  column_loop<1, 2>(
+      nb, g, x, 0, y, 0, [&](const GroupQ3_K& gc, const auto& xs, auto& totals, auto& offsets) {
+        __m512i& total = totals[0];
+        __m512i& offset = offsets[0];
 #pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      __m512i low[4][1], high[4];
-      for (int k = 0; k < 4; ++k) low[k][0] = high[k] = _mm512_setzero_si512();
-      add_crumbs<1>(gc.codes, q, xs, low);
+        for (int q = 0; q < 4; ++q) {
+          __m512i low[4][1], high[4];
+          for (int k = 0; k < 4; ++k) low[k][0] = high[k] = _mm512_setzero_si512();
+          add_crumbs<1>(gc.codes, q, xs, low);
 #pragma GCC unroll 2
-      for (int v = 0; v < 2; ++v) {
-        const __m512i h = _mm512_loadu_si512(gc.high[2 * q + v]);
-        const __m512i h_odd = _mm512_srli_epi16(h, 4);
+          for (int v = 0; v < 2; ++v) {
+            const __m512i h = _mm512_loadu_si512(gc.high[2 * q + v]);
+            const __m512i h_odd = _mm512_srli_epi16(h, 4);
 #pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << k));
-          const uint8_t* xk = xs[0] + kAct.sub16[4 * q + k] + 8 * v;
-          high[k] = _mm512_dpbusd_epi32(high[k], _mm512_and_si512(h, bit), broadcast32(xk));
-          high[k] = _mm512_dpbusd_epi32(high[k], _mm512_and_si512(h_odd, bit), broadcast32(xk + 4));
-        }
-      }
+            for (int k = 0; k < 4; ++k) {
+              const __m512i bit = _mm512_set1_epi8(static_cast<char>(1 << k));
+              const uint8_t* xk = xs[0] + kAct.sub16[4 * q + k] + 8 * v;
+              high[k] = _mm512_dpbusd_epi32(high[k], _mm512_and_si512(h, bit), broadcast32(xk));
+              high[k] =
+                  _mm512_dpbusd_epi32(high[k], _mm512_and_si512(h_odd, bit), broadcast32(xk + 4));
+            }
+          }
 #pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p) {
-        // low + 4 high of sub-blocks 4q + 2p and 4q + 2p + 1: low came times 4^k, high times
-        // 2^k; both shifted back exactly.
-        __m512i u[2];
-        for (int e = 0; e < 2; ++e) {
-          const int k = 2 * p + e;
-          const __m512i l = _mm512_srai_epi32(low[k][0], 2 * k);
-          const __m512i hi =
-              k < 3 ? _mm512_slli_epi32(high[k], 2 - k) : _mm512_srai_epi32(high[k], 1);
-          u[e] = _mm512_add_epi32(l, hi);
+          for (int p = 0; p < 2; ++p) {
+            // low + 4 high of sub-blocks 4q + 2p and 4q + 2p + 1: low came times 4^k, high times
+            // 2^k; both shifted back exactly.
+            __m512i u[2];
+            for (int e = 0; e < 2; ++e) {
+              const int k = 2 * p + e;
+              const __m512i l = _mm512_srai_epi32(low[k][0], 2 * k);
+              const __m512i hi =
+                  k < 3 ? _mm512_slli_epi32(high[k], 2 - k) : _mm512_srai_epi32(high[k], 1);
+              u[e] = _mm512_add_epi32(l, hi);
+            }
+            const __m512i scales = q3_k_scale_pair(gc, 2 * q + p);
+            total = _mm512_dpwssd_epi32(total, pack_pair(u[0], u[1]), scales);
+            offset = _mm512_dpwssd_epi32(offset, scales, broadcast32(xs[0] + kAct.pair[2 * q + p]));
+          }
         }
-        const __m512i scales = q3_k_scale_pair(gc, 2 * q + p);
-        total = _mm512_dpwssd_epi32(total, pack_pair(u[0], u[1]), scales);
-        offset = _mm512_dpwssd_epi32(offset, scales, broadcast32(xs[0] + kAct.pair[2 * q + p]));
-      }
-    }
-    float dx;
-    std::memcpy(&dx, xs[0] + kActScalesOffset, sizeof dx);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
-    const __m512i exact = _mm512_sub_epi32(total, _mm512_slli_epi32(offset, 2));
-    sum = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(exact), sum);
-  }
-  _mm512_storeu_ps(y, sum);
-}
-
-// Tiles of up to MaxTokens per group through Kernel<T>.
-template <typename Group, int MaxTokens, template <int> class Kernel>
-void gemm_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
-                 int64_t nt, float* y, size_t ldy) {
-  const auto* xb = static_cast<const uint8_t*>(x);
-  for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
-    const auto* g =
-        reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
-    Kernel<decltype(tokens)::value>::run(n / kQK_K, g, xb + t * ldx, ldx,
-                                         y + t * ldy + gi * kGroupRows, ldy);
-  });
+      });
 }
 
 template <int T>
@@ -290,10 +211,12 @@ struct Q3_K {
 }  // namespace
 
 void set_row_group_kernels(Kernels& k) {
-  // (The AVX2 table this one starts from has no Q3_K groups.)
+  // (The AVX2 table this one starts from has no Q3_K or Q6_K groups.)
   k.q3_k.to_row_group = generic::to_row_group_q3_k;
+  k.q6_k.to_row_group = generic::to_row_group_q6_k;
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, 4, Q2_K>;
   k.q3_k.gemm_row_groups = gemm_groups<GroupQ3_K, 4, Q3_K>;
+  set_nibble_row_group_kernels(k);
 }
 
 }  // namespace hearth::cpu::avx512

@@ -97,11 +97,14 @@ void axpy_block_int_parts(int64_t n, const void* w, size_t ldw, const int32_t* i
 // these and replace what they implement.
 void set_block_kernels(Kernels& k);
 
-// Row groups of Q2_K and Q3_K (row_groups.cc): to_row_group and the scalar gemm_row_groups. Vector
-// tables keep to_row_group and replace the product, or clear both where the groups do not pay.
+// Row groups of Q2_K, Q3_K, Q4_K and Q6_K (row_groups.cc): to_row_group and the scalar
+// gemm_row_groups. Vector tables keep to_row_group and replace the product, or clear both where the
+// groups do not pay.
 void set_row_group_kernels(Kernels& k);
 void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out);
 void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out);
+void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out);
+void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out);
 
 // Whether any of the nt coefficients of row j is non-zero (a zero row is skipped unread).
 // `static`, like core/fp16.h, because AVX2 files use it too and must not lend scalar callers

@@ -1,5 +1,5 @@
-// Row groups of Q2_K and Q3_K (kernels/row_groups.h): rewriting 16 rows as a group, and the
-// scalar references of the products over groups. The vector kernels reach the same integers and
+// Row groups of Q2_K, Q3_K, Q4_K and Q6_K (kernels/row_groups.h): rewriting 16 rows as a group, and
+// the scalar references of the products over groups. The vector kernels reach the same integers and
 // finish each row with the same float operations in the same order, so every ISA gives these
 // bits.
 #include "backend/cpu/kernels/row_groups.h"
@@ -50,6 +50,35 @@ float act_scale(const uint8_t* xs) {
   return dx;
 }
 
+// One column's integer sums of a row: with mins, sum_j scale_j (codes . x) and sum_j min_j
+// (sum of x); without, sum_j scale_j (codes . x) and the offset's sum_j scale_j (sum of x).
+struct ColumnSums {
+  int32_t total, other;
+};
+
+// A row's sum over the super-block columns, as the vector kernels form it: sums(gc, xs) gives a
+// column's ColumnSums (xs its activation super-block), finished for groups with mins (a dmin
+// field) as d dx total - dmin dx other in two running sums, else as d dx (total - 2^OffsetShift
+// other), each an FMA in column order.
+template <int OffsetShift, typename Group, typename Sums>
+float row_sum(int64_t n, const Group* g, int r, const uint8_t* x, const Sums& sums) {
+  constexpr bool kMins = requires(const Group& gr) { gr.dmin; };
+  float sum = 0.0f, mins = 0.0f;
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    const uint8_t* xs = x + c * kActGroupBytes;
+    const ColumnSums s = sums(g[c], xs);
+    const float dx = act_scale(xs);
+    if constexpr (kMins) {
+      sum = std::fma(fp16_to_fp32(g[c].d[r]) * dx, static_cast<float>(s.total), sum);
+      mins = std::fma(fp16_to_fp32(g[c].dmin[r]) * dx, static_cast<float>(s.other), mins);
+    } else {
+      const int32_t exact = s.total - s.other * (1 << OffsetShift);
+      sum = std::fma(fp16_to_fp32(g[c].d[r]) * dx, static_cast<float>(exact), sum);
+    }
+  }
+  return kMins ? sum - mins : sum;
+}
+
 }  // namespace
 
 void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out) {
@@ -69,27 +98,20 @@ void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out) {
 
 namespace {
 
-// One row r of a Q2_K group against one activation row: sum_j scale_j * (codes . x over
-// sub-block j) and sum_j min_j * (sum of sub-block j's x), exact, per super-block; then the row's
-// two float sums, d * dx and dmin * dx times those integers, each an FMA in column order.
+// One row r of a Q2_K group against one activation row.
 float row_q2_k(int64_t n, const GroupQ2_K* g, int r, const uint8_t* x) {
-  float sum = 0.0f, mins = 0.0f;
-  for (int64_t c = 0; c < n / kQK_K; ++c) {
-    const uint8_t* xs = x + c * kActGroupBytes;
-    int32_t total = 0, min_total = 0;
+  return row_sum<0>(n, g, r, x, [r](const GroupQ2_K& gc, const uint8_t* xs) {
+    ColumnSums s{0, 0};
     for (int j = 0; j < 16; ++j) {
       const int8_t* q = quants(xs, j);
       int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += crumb(g[c].codes, r, j, l) * q[l];
-      const int byte = g[c].scales[j / 2][2 * r + j % 2];
-      total += (byte & 15) * dot;
-      min_total += (byte >> 4) * sum16(xs, j);
+      for (int l = 0; l < 16; ++l) dot += crumb(gc.codes, r, j, l) * q[l];
+      const int byte = gc.scales[j / 2][2 * r + j % 2];
+      s.total += (byte & 15) * dot;
+      s.other += (byte >> 4) * sum16(xs, j);
     }
-    const float dx = act_scale(xs);
-    sum = std::fma(fp16_to_fp32(g[c].d[r]) * dx, static_cast<float>(total), sum);
-    mins = std::fma(fp16_to_fp32(g[c].dmin[r]) * dx, static_cast<float>(min_total), mins);
-  }
-  return sum - mins;
+    return s;
+  });
 }
 
 }  // namespace
@@ -126,24 +148,125 @@ int high_bit(const GroupQ3_K& g, int r, int j, int l) {
   return (g.high[2 * (j / 4) + l / 8][4 * r + l % 4] >> ((j % 4) + 4 * (l / 4 % 2))) & 1;
 }
 
-// One row r of a Q3_K group against one activation row: sum_j (scale_j - 32) * (codes . x over
-// sub-block j) per super-block, exact, then d * dx times it, an FMA in column order.
+// One row r of a Q3_K group against one activation row (the codes' offset of 4 inside the dot
+// products: the same integers as taking it off after).
 float row_q3_k(int64_t n, const GroupQ3_K* g, int r, const uint8_t* x) {
-  float sum = 0.0f;
-  for (int64_t c = 0; c < n / kQK_K; ++c) {
-    const uint8_t* xs = x + c * kActGroupBytes;
-    int32_t total = 0;
+  return row_sum<2>(n, g, r, x, [r](const GroupQ3_K& gc, const uint8_t* xs) {
+    ColumnSums s{0, 0};
     for (int j = 0; j < 16; ++j) {
       const int8_t* q = quants(xs, j);
       int32_t dot = 0;
       for (int l = 0; l < 16; ++l) {
-        dot += (crumb(g[c].codes, r, j, l) + 4 * high_bit(g[c], r, j, l) - 4) * q[l];
+        dot += (crumb(gc.codes, r, j, l) + 4 * high_bit(gc, r, j, l) - 4) * q[l];
       }
-      total += (group_q3_k_scale(g[c], r, j) - 32) * dot;
+      s.total += (group_q3_k_scale(gc, r, j) - 32) * dot;
     }
-    sum = std::fma(fp16_to_fp32(g[c].d[r]) * act_scale(xs), static_cast<float>(total), sum);
+    return s;
+  });
+}
+
+}  // namespace
+
+void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  auto* groups = static_cast<GroupQ4_K*>(out);
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    GroupQ4_K& g = groups[c];
+    std::memset(&g, 0, sizeof g);
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto& b = reinterpret_cast<const BlockQ4_K*>(rows + r * ldw)[c];
+      for (int j = 0; j < 8; ++j) {
+        const ScaleMin sm = k4_scale_min(b.scales, j);
+        g.scale_low[j][r] = static_cast<uint8_t>((sm.scale & 15) | (sm.min & 15) << 4);
+        g.scale_high[j / 2][r] |=
+            static_cast<uint8_t>(((sm.scale >> 4) | (sm.min >> 4) << 2) << (4 * (j % 2)));
+      }
+      for (int m = 0; m < 4; ++m) {
+        for (int q = 0; q < 8; ++q) {
+          for (int i = 0; i < 4; ++i) {
+            const int e = 64 * m + 4 * q + i;
+            g.codes[8 * m + q][4 * r + i] =
+                static_cast<uint8_t>(q4k_code(b.qs, e) | q4k_code(b.qs, e + 32) << 4);
+          }
+        }
+      }
+      g.d[r] = b.d;
+      g.dmin[r] = b.dmin;
+    }
   }
-  return sum;
+}
+
+namespace {
+
+// One row r of a Q4_K group against one activation row.
+float row_q4_k(int64_t n, const GroupQ4_K* g, int r, const uint8_t* x) {
+  return row_sum<0>(n, g, r, x, [r](const GroupQ4_K& gc, const uint8_t* xs) {
+    ColumnSums s{0, 0};
+    for (int j = 0; j < 8; ++j) {
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int byte = gc.codes[8 * (j / 2) + l / 4][4 * r + l % 4];
+        dot += (j % 2 ? byte >> 4 : byte & 15) * quants(xs, 2 * j + l / 16)[l % 16];
+      }
+      const ScaleMin sm = group_q4_k_scale_min(gc, r, j);
+      s.total += sm.scale * dot;
+      s.other += sm.min * (sum16(xs, 2 * j) + sum16(xs, 2 * j + 1));
+    }
+    return s;
+  });
+}
+
+}  // namespace
+
+void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  auto* groups = static_cast<GroupQ6_K*>(out);
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    GroupQ6_K& g = groups[c];
+    std::memset(&g, 0, sizeof g);
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto& b = reinterpret_cast<const BlockQ6_K*>(rows + r * ldw)[c];
+      for (int m = 0; m < 4; ++m) {
+        for (int q = 0; q < 8; ++q) {
+          for (int i = 0; i < 4; ++i) {
+            for (int e = 0; e < 2; ++e) {
+              const int u = q6k_code(b, 32 * (2 * m + e) + 4 * q + i);
+              g.low[8 * m + q][4 * r + i] |= static_cast<uint8_t>((u & 15) << (4 * e));
+              g.high[4 * m + q % 4][4 * r + i] |=
+                  static_cast<uint8_t>((u >> 4) << (2 * (e + 2 * (q / 4))));
+            }
+          }
+        }
+      }
+      for (int j = 0; j < 16; ++j) g.scales[j][r] = b.scales[j];
+      g.d[r] = b.d;
+    }
+  }
+}
+
+namespace {
+
+// Row r's 6-bit code (before the -32) of weight l (0..31) of 32-block b in a Q6_K group.
+int q6_k_code(const GroupQ6_K& g, int r, int b, int l) {
+  const int m = b / 2, e = b % 2, q = l / 4, i = l % 4;
+  const int low = (g.low[8 * m + q][4 * r + i] >> (4 * e)) & 15;
+  const int high = (g.high[4 * m + q % 4][4 * r + i] >> (2 * (e + 2 * (q / 4)))) & 3;
+  return low | high << 4;
+}
+
+// One row r of a Q6_K group against one activation row (the offset of 32 inside the dot
+// products).
+float row_q6_k(int64_t n, const GroupQ6_K* g, int r, const uint8_t* x) {
+  return row_sum<5>(n, g, r, x, [r](const GroupQ6_K& gc, const uint8_t* xs) {
+    ColumnSums s{0, 0};
+    for (int j = 0; j < 16; ++j) {
+      const int8_t* q = quants(xs, j);
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) dot += (q6_k_code(gc, r, j / 2, 16 * (j % 2) + l) - 32) * q[l];
+      s.total += gc.scales[j][r] * dot;
+    }
+    return s;
+  });
 }
 
 // The product over groups of one type, row by row through Row.
@@ -167,6 +290,10 @@ void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_row_groups<GroupQ2_K, row_q2_k>;
   k.q3_k.to_row_group = to_row_group_q3_k;
   k.q3_k.gemm_row_groups = gemm_row_groups<GroupQ3_K, row_q3_k>;
+  k.q4_k.to_row_group = to_row_group_q4_k;
+  k.q4_k.gemm_row_groups = gemm_row_groups<GroupQ4_K, row_q4_k>;
+  k.q6_k.to_row_group = to_row_group_q6_k;
+  k.q6_k.gemm_row_groups = gemm_row_groups<GroupQ6_K, row_q6_k>;
 }
 
 }  // namespace hearth::cpu::generic

@@ -1,0 +1,95 @@
+// What the AVX512-VNNI products over row groups (kernels/row_groups.h) share: the activation
+// offsets, broadcasts, int16 pair packing, the one-token prefetch and the tile driver. Include
+// only from files compiled with the avx512/ flags.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/kernels/row_groups.h"
+#include "backend/cpu/kernels/tile_set.h"
+
+namespace hearth::cpu::avx512 {
+
+// The activation offsets, evaluated at compile time: no out-of-line copy of act_layout.h's
+// functions is built with these files' flags.
+inline constexpr RowGroupActOffsets kAct = row_group_act_offsets();
+
+inline __m512i broadcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+// Two sub-blocks' int32 sums as the int16 pair (even, odd) in each 32-bit lane (both fit).
+inline __m512i pack_pair(__m512i even, __m512i odd) {
+  return _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
+}
+
+// One token streams the groups from DRAM, one forward stream (a matrix's groups lie one after
+// another): each super-block column prefetches the bytes tiles::kStreamAhead on, as the row-major
+// one-token tiles do.
+template <typename Group>
+inline void prefetch_ahead(const Group* gc) {
+  const auto* p = reinterpret_cast<const char*>(gc) + tiles::kStreamAhead;
+  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+}
+
+// The super-block column loop of the group kernels: column(gc, xs, a, b) adds one column's integer
+// sums for tokens xs[0..T) (their activation super-blocks) into a[t] and b[t], one row per lane.
+// Groups with mins (a dmin field: Q2_K, Q4_K): a holds sum_j scale_j (codes . x), b sum_j min_j
+// (sum of x), and a row's result is d dx a - dmin dx b, two running sums over the columns.
+// Groups without (Q3_K, Q6_K): b holds sum_j scale_j (sum of x), and the result is the sum of
+// d dx (a - 2^OffsetShift b) over the columns, the codes' offset taken off exactly.
+template <int T, int OffsetShift, typename Group, typename Column>
+[[gnu::always_inline]] inline void column_loop(int64_t nb, const Group* g, const uint8_t* x,
+                                               size_t ldx, float* y, size_t ldy,
+                                               const Column& column) {
+  constexpr bool kMins = requires(const Group& gr) { gr.dmin; };
+  __m512 sum[T], mins[T];
+  for (int t = 0; t < T; ++t) sum[t] = mins[t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nb; ++c) {
+    const Group& gc = g[c];
+    if constexpr (T == 1) prefetch_ahead(&gc);
+    const uint8_t* xs[T];
+    for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
+    __m512i a[T], b[T];
+    for (int t = 0; t < T; ++t) a[t] = b[t] = _mm512_setzero_si512();
+    column(gc, xs, a, b);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
+    for (int t = 0; t < T; ++t) {
+      float dx;
+      std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
+      const __m512 vdx = _mm512_set1_ps(dx);
+      if constexpr (kMins) {
+        const __m512 dmin =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
+        sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(a[t]), sum[t]);
+        mins[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(b[t]), mins[t]);
+      } else {
+        const __m512i exact = _mm512_sub_epi32(a[t], _mm512_slli_epi32(b[t], OffsetShift));
+        sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(exact), sum[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_storeu_ps(y + t * ldy, kMins ? _mm512_sub_ps(sum[t], mins[t]) : sum[t]);
+  }
+}
+
+// Tiles of up to MaxTokens per group through Kernel<T>.
+template <typename Group, int MaxTokens, template <int> class Kernel>
+void gemm_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+                 int64_t nt, float* y, size_t ldy) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
+    const auto* g =
+        reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+    Kernel<decltype(tokens)::value>::run(n / kQK_K, g, xb + t * ldx, ldx,
+                                         y + t * ldy + gi * kGroupRows, ldy);
+  });
+}
+
+}  // namespace hearth::cpu::avx512

@@ -1,0 +1,273 @@
+// The products over Q4_K and Q6_K row groups (kernels/row_groups.h) with AVX512-VNNI, as
+// row_groups_avx512.cc's: one row per 32-bit lane, each quad's codes loaded once for every token
+// of a tile (low nibbles masked with 0x0f, high ones with 0xf0: times 16), vpdpbusd against the
+// quad's activation bytes broadcast. Q4_K packs the sums of a sub-block's two halves of 16 (its
+// whole can pass 2^15) as an int16 pair against its scale in both halves; Q6_K, for one token,
+// its low and top-bit sums against (scale, 16 scale). The generic reference
+// (generic/row_groups.cc) gives the same bits.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/kernels/avx512/avx512_kernels.h"
+#include "backend/cpu/kernels/avx512/row_group_tiles.h"
+
+namespace hearth::cpu::avx512 {
+namespace {
+
+// Q4_K's scale and min of sub-block j, each in both int16 halves of its row's lane.
+struct ScaleMinPairs {
+  __m512i scale, min;
+};
+ScaleMinPairs q4_k_scales(const GroupQ4_K& g, int j) {
+  const __m512i low =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scale_low[j])));
+  const __m512i high = _mm512_srli_epi32(
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scale_high[j / 2]))),
+      4 * (j % 2));
+  const __m512i top = _mm512_set1_epi32(0x30);
+  const __m512i scale = _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi32(15)),
+                                        _mm512_and_si512(_mm512_slli_epi32(high, 4), top));
+  const __m512i min =
+      _mm512_or_si512(_mm512_srli_epi32(low, 4), _mm512_and_si512(_mm512_slli_epi32(high, 2), top));
+  return {_mm512_or_si512(scale, _mm512_slli_epi32(scale, 16)),
+          _mm512_or_si512(min, _mm512_slli_epi32(min, 16))};
+}
+
+// Tokens x[0..T) against one Q4_K group of 16 rows: y[t * ldy + r].
+template <int T>
+void group_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, float* y,
+                size_t ldy) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  column_loop<T, 0>(
+      nb, g, x, ldx, y, ldy,
+      [&](const GroupQ4_K& gc, const auto& xs, auto& total, auto& min_total) {
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          // acc[e][h][t]: sub-block 2m + e, half h (quads 4h .. 4h + 3), token t; e = 1 times 16.
+          __m512i acc[2][2][T];
+          for (int e = 0; e < 2; ++e) {
+            for (int h = 0; h < 2; ++h) {
+              for (int t = 0; t < T; ++t) acc[e][h][t] = _mm512_setzero_si512();
+            }
+          }
+#pragma GCC unroll 8
+          for (int w = 0; w < 8; ++w) {
+            const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
+            const __m512i codes[2] = {_mm512_and_si512(v, nibble), _mm512_andnot_si512(nibble, v)};
+            for (int e = 0; e < 2; ++e) {
+              const int64_t at = kAct.sub16[2 * (2 * m + e) + w / 4] + 4 * (w % 4);
+              for (int t = 0; t < T; ++t) {
+                acc[e][w / 4][t] =
+                    _mm512_dpbusd_epi32(acc[e][w / 4][t], codes[e], broadcast32(xs[t] + at));
+              }
+            }
+          }
+#pragma GCC unroll 2
+          for (int e = 0; e < 2; ++e) {
+            const int j = 2 * m + e;
+            const ScaleMinPairs sm = q4_k_scales(gc, j);
+            for (int t = 0; t < T; ++t) {
+              // The halves' sums as an int16 pair (the high nibbles' shifted back exactly).
+              const __m512i first = e == 0 ? acc[0][0][t] : _mm512_srai_epi32(acc[1][0][t], 4);
+              const __m512i second = _mm512_slli_epi32(acc[e][1][t], e == 0 ? 16 : 12);
+              total[t] = _mm512_dpwssd_epi32(
+                  total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, first, second), sm.scale);
+              min_total[t] =
+                  _mm512_dpwssd_epi32(min_total[t], sm.min, broadcast32(xs[t] + kAct.pair[j]));
+            }
+          }
+        }
+      });
+}
+
+// Tokens x[0..T) against one Q6_K group of 16 rows: y[t * ldy + r], the low and top bits in
+// sums of their own (packed as an int16 pair against (scale, 16 scale)): the fewest instructions
+// for one token. One 32-block at a time (its bytes read again for the other block sharing them,
+// from L1).
+template <int T>
+void group_q6_k_split(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t ldx, float* y,
+                      size_t ldy) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i crumb[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0c), _mm512_set1_epi8(0x30),
+                            _mm512_set1_epi8(static_cast<char>(0xc0))};
+  column_loop<T, 5>(
+      nb, g, x, ldx, y, ldy, [&](const GroupQ6_K& gc, const auto& xs, auto& total, auto& offset) {
+#pragma GCC unroll 8
+        for (int b = 0; b < 8; ++b) {
+          const int m = b / 2, e = b % 2;
+          // Sub-block 2b + h's low sums (times 16^e) and top-bit sums (times 4^(e + 2h)).
+          __m512i low[2][T], high[2][T];
+          for (int h = 0; h < 2; ++h) {
+            for (int t = 0; t < T; ++t) low[h][t] = high[h][t] = _mm512_setzero_si512();
+          }
+#pragma GCC unroll 8
+          for (int w = 0; w < 8; ++w) {
+            const __m512i v = _mm512_loadu_si512(gc.low[8 * m + w]);
+            const __m512i codes =
+                e == 0 ? _mm512_and_si512(v, nibble) : _mm512_andnot_si512(nibble, v);
+            const int64_t at = kAct.sub16[2 * b + w / 4] + 4 * (w % 4);
+            for (int t = 0; t < T; ++t) {
+              low[w / 4][t] = _mm512_dpbusd_epi32(low[w / 4][t], codes, broadcast32(xs[t] + at));
+            }
+          }
+#pragma GCC unroll 4
+          for (int w = 0; w < 4; ++w) {
+            const __m512i v = _mm512_loadu_si512(gc.high[4 * m + w]);
+            for (int h = 0; h < 2; ++h) {
+              const __m512i codes = _mm512_and_si512(v, crumb[e + 2 * h]);
+              const int64_t at = kAct.sub16[2 * b + h] + 4 * w;
+              for (int t = 0; t < T; ++t) {
+                high[h][t] = _mm512_dpbusd_epi32(high[h][t], codes, broadcast32(xs[t] + at));
+              }
+            }
+          }
+          __m512i scales[2], weights[2];
+          for (int h = 0; h < 2; ++h) {
+            scales[h] = _mm512_cvtepi8_epi32(
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.scales[2 * b + h])));
+            // (s, 16 s): against (low sum, top-bit sum).
+            weights[h] =
+                _mm512_mask_blend_epi16(0xaaaaaaaa, scales[h], _mm512_slli_epi32(scales[h], 20));
+          }
+          const __m512i scale_pair =
+              _mm512_mask_blend_epi16(0xaaaaaaaa, scales[0], _mm512_slli_epi32(scales[1], 16));
+          for (int t = 0; t < T; ++t) {
+            for (int h = 0; h < 2; ++h) {
+              const __m512i l = e == 0 ? low[h][t] : _mm512_srai_epi32(low[h][t], 4);
+              const __m512i hi = _mm512_slli_epi32(high[h][t], 16 - 2 * (e + 2 * h));
+              total[t] = _mm512_dpwssd_epi32(total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, l, hi),
+                                             weights[h]);
+            }
+            offset[t] =
+                _mm512_dpwssd_epi32(offset[t], scale_pair, broadcast32(xs[t] + kAct.pair[b]));
+          }
+        }
+      });
+}
+
+// Several tokens over Q6_K groups: per group and super-block column, the codes are joined once
+// (u = low | top << 4, 0..63) into a column every tile of tokens then reads from L1, one
+// vpdpbusd per quad and token. A sub-block's sum can pass 2^15, so it meets its scale in int32
+// (vpmulld).
+struct Q6_KColumn {
+  __m512i u[8][8];     // [32-block][quad]
+  __m512i scales[16];  // int32, one row per lane
+  __m512i pairs[8];    // the scales of sub-blocks 2b and 2b + 1 as int16 pairs
+  __m512 d;
+};
+
+void join_q6_k(const GroupQ6_K& gc, Q6_KColumn& col) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i top = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    const int m = b / 2, e = b % 2;
+#pragma GCC unroll 8
+    for (int w = 0; w < 8; ++w) {
+      const __m512i v = _mm512_loadu_si512(gc.low[8 * m + w]);
+      const __m512i low = e == 0 ? v : _mm512_srli_epi16(v, 4);
+      // Top bits at 2k, k = e + 2 (w / 4), moved to bits 4-5.
+      const int k = e + 2 * (w / 4);
+      const __m512i hv = _mm512_loadu_si512(gc.high[4 * m + w % 4]);
+      const __m512i moved = k < 2    ? _mm512_slli_epi16(hv, 4 - 2 * k)
+                            : k == 2 ? hv
+                                     : _mm512_srli_epi16(hv, 2);
+      col.u[b][w] = _mm512_ternarylogic_epi32(_mm512_and_si512(low, nibble), moved, top,
+                                              0xf8);  // a | (b & c)
+    }
+  }
+  for (int j = 0; j < 16; ++j) {
+    col.scales[j] =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.scales[j])));
+  }
+  for (int b = 0; b < 8; ++b) {
+    col.pairs[b] = _mm512_mask_blend_epi16(0xaaaaaaaa, col.scales[2 * b],
+                                           _mm512_slli_epi32(col.scales[2 * b + 1], 16));
+  }
+  col.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
+}
+
+// Tokens x[0..T) (their activation super-blocks of this column) against a joined column, its
+// terms added to the rows' sums in y (y[t * ldy + r], r < 16).
+template <int T>
+void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, size_t ldy) {
+  __m512i total[T], offset[T];
+  for (int t = 0; t < T; ++t) total[t] = offset[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    __m512i acc[2][T];
+    for (int h = 0; h < 2; ++h) {
+      for (int t = 0; t < T; ++t) acc[h][t] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int w = 0; w < 8; ++w) {
+      const int64_t at = kAct.sub16[2 * b + w / 4] + 4 * (w % 4);
+      for (int t = 0; t < T; ++t) {
+        acc[w / 4][t] =
+            _mm512_dpbusd_epi32(acc[w / 4][t], col.u[b][w], broadcast32(x + t * ldx + at));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int h = 0; h < 2; ++h) {
+        total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(acc[h][t], col.scales[2 * b + h]));
+      }
+      offset[t] =
+          _mm512_dpwssd_epi32(offset[t], col.pairs[b], broadcast32(x + t * ldx + kAct.pair[b]));
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float dx;
+    std::memcpy(&dx, x + t * ldx + kActScalesOffset, sizeof dx);
+    const __m512i exact = _mm512_sub_epi32(total[t], _mm512_slli_epi32(offset[t], 5));
+    _mm512_storeu_ps(y + t * ldy,
+                     _mm512_fmadd_ps(_mm512_mul_ps(col.d, _mm512_set1_ps(dx)),
+                                     _mm512_cvtepi32_ps(exact), _mm512_loadu_ps(y + t * ldy)));
+  }
+}
+
+template <int T>
+struct Q4_K {
+  static void run(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
+    group_q4_k<T>(nb, g, x, ldx, y, ldy);
+  }
+};
+
+// Q6_K: one token through group_q6_k_split; more through joined columns, each group's rows'
+// sums built in y column by column (the same operations, in the same order, as one token's).
+void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+               int64_t nt, float* y, size_t ldy) {
+  const auto* xb = static_cast<const uint8_t*>(x);
+  if (nt == 1) {
+    for (int64_t gi = 0; gi < ng; ++gi) {
+      const auto* g = reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
+                                                         gi * kGroupRows * ldw);
+      group_q6_k_split<1>(n / kQK_K, g, xb, ldx, y + gi * kGroupRows, ldy);
+    }
+    return;
+  }
+  Q6_KColumn col;
+  for (int64_t gi = 0; gi < ng; ++gi) {
+    const auto* g =
+        reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+    float* yg = y + gi * kGroupRows;
+    for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(yg + t * ldy, _mm512_setzero_ps());
+    for (int64_t c = 0; c < n / kQK_K; ++c) {
+      join_q6_k(g[c], col);
+      const uint8_t* xc = xb + c * kActGroupBytes;
+      for_each_group_tile<4>(1, nt, [&](int64_t, int64_t t, auto tokens) {
+        column_q6_k<decltype(tokens)::value>(col, xc + t * ldx, ldx, yg + t * ldy, ldy);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void set_nibble_row_group_kernels(Kernels& k) {
+  k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
+  k.q6_k.gemm_row_groups = gemm_q6_k;
+}
+
+}  // namespace hearth::cpu::avx512
