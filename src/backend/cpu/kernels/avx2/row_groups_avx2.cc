@@ -63,15 +63,13 @@ template <int T, typename Group, typename Column>
 [[gnu::always_inline]] inline void column_loop(int64_t nb, const Group* g, int h, const uint8_t* x,
                                                size_t ldx, float* y, size_t ldy,
                                                const Column& column) {
-  __m256 sum[T], mins[T];
-  for (int t = 0; t < T; ++t) sum[t] = mins[t] = _mm256_setzero_ps();
+  __m256 sum[T] = {}, mins[T] = {};
   for (int64_t c = 0; c < nb; ++c) {
     const Group& gc = g[c];
     if constexpr (T == 1) prefetch_ahead(&gc);
     const uint8_t* xs[T];
     for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
-    __m256i total[T], min_total[T];
-    for (int t = 0; t < T; ++t) total[t] = min_total[t] = _mm256_setzero_si256();
+    __m256i total[T] = {}, min_total[T] = {};
     column(gc, xs, total, min_total);
     const __m256 d =
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.d + 8 * h)));
@@ -100,10 +98,7 @@ void half_q2_k(int64_t nb, const GroupQ2_K* g, int h, const uint8_t* x, size_t l
       [&](const GroupQ2_K& gc, const auto& xs, auto& total, auto& min_total) {
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          __m256i acc[4][T];
-          for (int k = 0; k < 4; ++k) {
-            for (int t = 0; t < T; ++t) acc[k][t] = _mm256_setzero_si256();
-          }
+          __m256i acc[4][T] = {};
 #pragma GCC unroll 4
           for (int w = 0; w < 4; ++w) {
             const __m256i v =
@@ -169,10 +164,7 @@ void half_q4_k(int64_t nb, const GroupQ4_K* g, int h, const uint8_t* x, size_t l
       [&](const GroupQ4_K& gc, const auto& xs, auto& total, auto& min_total) {
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
-          __m256i acc[2][T];
-          for (int e = 0; e < 2; ++e) {
-            for (int t = 0; t < T; ++t) acc[e][t] = _mm256_setzero_si256();
-          }
+          __m256i acc[2][T] = {};
 #pragma GCC unroll 8
           for (int w = 0; w < 8; ++w) {
             const __m256i v =

@@ -23,6 +23,9 @@ inline __m512i broadcast32(const uint8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// 3 << 2k in every byte: the 2-bit codes at bits 2k, left times 4^k.
+inline __m512i crumb_mask(int k) { return _mm512_set1_epi8(static_cast<char>(3 << (2 * k))); }
+
 // Two sub-blocks' int32 sums as the int16 pair (even, odd) in each 32-bit lane (both fit).
 inline __m512i pack_pair(__m512i even, __m512i odd) {
   return _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));
@@ -48,15 +51,13 @@ template <int T, int OffsetShift, typename Group, typename Column>
                                                size_t ldx, float* y, size_t ldy,
                                                const Column& column) {
   constexpr bool kMins = requires(const Group& gr) { gr.dmin; };
-  __m512 sum[T], mins[T];
-  for (int t = 0; t < T; ++t) sum[t] = mins[t] = _mm512_setzero_ps();
+  __m512 sum[T] = {}, mins[T] = {};
   for (int64_t c = 0; c < nb; ++c) {
     const Group& gc = g[c];
     if constexpr (T == 1) prefetch_ahead(&gc);
     const uint8_t* xs[T];
     for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
-    __m512i a[T], b[T];
-    for (int t = 0; t < T; ++t) a[t] = b[t] = _mm512_setzero_si512();
+    __m512i a[T] = {}, b[T] = {};
     column(gc, xs, a, b);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
     for (int t = 0; t < T; ++t) {

@@ -23,14 +23,12 @@ namespace {
 template <int T>
 [[gnu::always_inline]] inline void add_crumbs(const uint8_t (&codes)[16][64], int q,
                                               const uint8_t* const (&xs)[T], __m512i (&acc)[4][T]) {
-  const __m512i crumb[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0c), _mm512_set1_epi8(0x30),
-                            _mm512_set1_epi8(static_cast<char>(0xc0))};
 #pragma GCC unroll 4
   for (int w = 0; w < 4; ++w) {
     const __m512i v = _mm512_loadu_si512(codes[4 * q + w]);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const __m512i c = _mm512_and_si512(v, crumb[k]);
+      const __m512i c = _mm512_and_si512(v, crumb_mask(k));
       for (int t = 0; t < T; ++t) {
         acc[k][t] =
             _mm512_dpbusd_epi32(acc[k][t], c, broadcast32(xs[t] + kAct.sub16[4 * q + k] + 4 * w));
@@ -49,10 +47,7 @@ void group_q2_k(int64_t nb, const GroupQ2_K* g, const uint8_t* x, size_t ldx, fl
       [&](const GroupQ2_K& gc, const auto& xs, auto& total, auto& min_total) {
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          __m512i acc[4][T];
-          for (int k = 0; k < 4; ++k) {
-            for (int t = 0; t < T; ++t) acc[k][t] = _mm512_setzero_si512();
-          }
+          __m512i acc[4][T] = {};
           add_crumbs<T>(gc.codes, q, xs, acc);
       // Sub-blocks 4q, 4q + 1 are pair 2q, sub-blocks 4q + 2, 4q + 3 pair 2q + 1.
 #pragma GCC unroll 2
@@ -119,11 +114,10 @@ void group_q3_k(int64_t nb, const GroupQ3_K* g, const uint8_t* x, size_t ldx, fl
 #pragma GCC unroll 8
         for (int p = 0; p < 8; ++p) {
           const int q = p / 2;
-          __m512i acc[2][T];
+          __m512i acc[2][T] = {};
 #pragma GCC unroll 2
           for (int e = 0; e < 2; ++e) {
             const int k = 2 * (p % 2) + e;
-            for (int t = 0; t < T; ++t) acc[e][t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int w = 0; w < 4; ++w) {
               const __m512i u = q3_k_codes(_mm512_loadu_si512(gc.codes[4 * q + w]),
@@ -153,8 +147,7 @@ void group_q3_k_one(int64_t nb, const GroupQ3_K* g, const uint8_t* x, float* y) 
         __m512i& offset = offsets[0];
 #pragma GCC unroll 4
         for (int q = 0; q < 4; ++q) {
-          __m512i low[4][1], high[4];
-          for (int k = 0; k < 4; ++k) low[k][0] = high[k] = _mm512_setzero_si512();
+          __m512i low[4][1] = {}, high[4] = {};
           add_crumbs<1>(gc.codes, q, xs, low);
 #pragma GCC unroll 2
           for (int v = 0; v < 2; ++v) {

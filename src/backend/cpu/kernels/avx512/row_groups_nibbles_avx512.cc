@@ -45,12 +45,7 @@ void group_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, fl
 #pragma GCC unroll 4
         for (int m = 0; m < 4; ++m) {
           // acc[e][h][t]: sub-block 2m + e, half h (quads 4h .. 4h + 3), token t; e = 1 times 16.
-          __m512i acc[2][2][T];
-          for (int e = 0; e < 2; ++e) {
-            for (int h = 0; h < 2; ++h) {
-              for (int t = 0; t < T; ++t) acc[e][h][t] = _mm512_setzero_si512();
-            }
-          }
+          __m512i acc[2][2][T] = {};
 #pragma GCC unroll 8
           for (int w = 0; w < 8; ++w) {
             const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
@@ -89,18 +84,13 @@ template <int T>
 void group_q6_k_split(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t ldx, float* y,
                       size_t ldy) {
   const __m512i nibble = _mm512_set1_epi8(0x0f);
-  const __m512i crumb[4] = {_mm512_set1_epi8(0x03), _mm512_set1_epi8(0x0c), _mm512_set1_epi8(0x30),
-                            _mm512_set1_epi8(static_cast<char>(0xc0))};
   column_loop<T, 5>(
       nb, g, x, ldx, y, ldy, [&](const GroupQ6_K& gc, const auto& xs, auto& total, auto& offset) {
 #pragma GCC unroll 8
         for (int b = 0; b < 8; ++b) {
           const int m = b / 2, e = b % 2;
           // Sub-block 2b + h's low sums (times 16^e) and top-bit sums (times 4^(e + 2h)).
-          __m512i low[2][T], high[2][T];
-          for (int h = 0; h < 2; ++h) {
-            for (int t = 0; t < T; ++t) low[h][t] = high[h][t] = _mm512_setzero_si512();
-          }
+          __m512i low[2][T] = {}, high[2][T] = {};
 #pragma GCC unroll 8
           for (int w = 0; w < 8; ++w) {
             const __m512i v = _mm512_loadu_si512(gc.low[8 * m + w]);
@@ -115,7 +105,7 @@ void group_q6_k_split(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t l
           for (int w = 0; w < 4; ++w) {
             const __m512i v = _mm512_loadu_si512(gc.high[4 * m + w]);
             for (int h = 0; h < 2; ++h) {
-              const __m512i codes = _mm512_and_si512(v, crumb[e + 2 * h]);
+              const __m512i codes = _mm512_and_si512(v, crumb_mask(e + 2 * h));
               const int64_t at = kAct.sub16[2 * b + h] + 4 * w;
               for (int t = 0; t < T; ++t) {
                 high[h][t] = _mm512_dpbusd_epi32(high[h][t], codes, broadcast32(xs[t] + at));
@@ -192,14 +182,10 @@ void join_q6_k(const GroupQ6_K& gc, Q6_KColumn& col) {
 // terms added to the rows' sums in y (y[t * ldy + r], r < 16).
 template <int T>
 void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, size_t ldy) {
-  __m512i total[T], offset[T];
-  for (int t = 0; t < T; ++t) total[t] = offset[t] = _mm512_setzero_si512();
+  __m512i total[T] = {}, offset[T] = {};
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
-    __m512i acc[2][T];
-    for (int h = 0; h < 2; ++h) {
-      for (int t = 0; t < T; ++t) acc[h][t] = _mm512_setzero_si512();
-    }
+    __m512i acc[2][T] = {};
 #pragma GCC unroll 8
     for (int w = 0; w < 8; ++w) {
       const int64_t at = kAct.sub16[2 * b + w / 4] + 4 * (w % 4);

@@ -101,9 +101,7 @@ void set_block_kernels(Kernels& k);
 // gemm_row_groups. Vector tables keep to_row_group and replace the product, or clear both where the
 // groups do not pay.
 void set_row_group_kernels(Kernels& k);
-void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out);
 void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out);
-void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out);
 void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out);
 
 // Whether any of the nt coefficients of row j is non-zero (a zero row is skipped unread).

@@ -79,8 +79,6 @@ float row_sum(int64_t n, const Group* g, int r, const uint8_t* x, const Sums& su
   return kMins ? sum - mins : sum;
 }
 
-}  // namespace
-
 void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
   auto* groups = static_cast<GroupQ2_K*>(out);
@@ -95,8 +93,6 @@ void to_row_group_q2_k(int64_t n, const void* w, size_t ldw, void* out) {
     }
   }
 }
-
-namespace {
 
 // One row r of a Q2_K group against one activation row.
 float row_q2_k(int64_t n, const GroupQ2_K* g, int r, const uint8_t* x) {
@@ -165,8 +161,6 @@ float row_q3_k(int64_t n, const GroupQ3_K* g, int r, const uint8_t* x) {
   });
 }
 
-}  // namespace
-
 void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
   auto* groups = static_cast<GroupQ4_K*>(out);
@@ -195,8 +189,6 @@ void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out) {
     }
   }
 }
-
-namespace {
 
 // One row r of a Q4_K group against one activation row.
 float row_q4_k(int64_t n, const GroupQ4_K* g, int r, const uint8_t* x) {
