@@ -67,8 +67,8 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
                "beside the input-major copies threshold decoding reads (default: only the copies, "
                "about the file's memory instead of 1.75 times it; the same output)");
   app.add_flag("--no-repack", no_repack,
-               "keep Q2_K, Q3_K, Q4_K and Q6_K matrices in the file's row layout (default: 16-row "
-               "groups where every session runs dense, faster decode; the same bytes)");
+               "keep K-quant and 4/5-bit block matrices in the file's row layout (default: "
+               "16-row groups where every session runs dense, faster decode; the same bytes)");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
                                ? "FFN sparsity: dense, oracle, predictor, threshold or auto "

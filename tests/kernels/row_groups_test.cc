@@ -1,14 +1,15 @@
-// Row groups (backend/cpu/kernels/row_groups.h): 16 rows of Q2_K, Q3_K, Q4_K or Q6_K rewritten as a
-// group, and the product over groups, for every ISA this CPU has. Against the row-major dot
-// products the groups' outputs differ only by float rounding (the same weights, the same activation
-// integers); against the scalar reference of the group product they are the same bits, whatever the
-// token count.
+// Row groups (backend/cpu/kernels/row_groups.h): 16 rows of a K-quant or 32-weight block type
+// rewritten as a group, and the product over groups, for every ISA this CPU has. Against the
+// row-major dot products the groups' outputs differ only by float rounding (the same weights, the
+// same activation integers); against the scalar reference of the group product they are the same
+// bits, whatever the token count.
 #include "backend/cpu/kernels/row_groups.h"
 
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <string>
@@ -22,27 +23,26 @@
 namespace hearth {
 namespace {
 
-// rows x cols weights of type t (Q2_K, Q3_K, Q4_K or Q6_K): every byte `fill` (random where fill <
+// rows x cols weights of type t (a type with row groups): every byte `fill` (random where fill <
 // 0), then small f16 factors.
 std::vector<uint8_t> weights(DType t, int64_t rows, int64_t cols, uint32_t seed, int fill = -1) {
   std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(t, cols)));
   std::mt19937 rng(seed);
   for (auto& b : w) b = static_cast<uint8_t>(fill < 0 ? rng() : static_cast<uint32_t>(fill));
   std::uniform_real_distribution<float> factor(-0.05f, 0.05f);
-  const size_t block = static_cast<size_t>(row_bytes(t, kQK_K));
+  const size_t block = static_cast<size_t>(row_bytes(t, dtype_block_size(t)));
+  // Where each block keeps its f16 factors (d, then dmin or m for the types with mins); the
+  // 32-weight types lead with them.
+  size_t at = 0, count = 1;
+  if (t == DType::Q2_K) at = offsetof(BlockQ2_K, d), count = 2;
+  if (t == DType::Q3_K) at = offsetof(BlockQ3_K, d);
+  if (t == DType::Q4_K) at = offsetof(BlockQ4_K, d), count = 2;
+  if (t == DType::Q6_K) at = offsetof(BlockQ6_K, d);
+  if (t == DType::Q4_1 || t == DType::Q5_1) count = 2;
   for (size_t off = 0; off < w.size(); off += block) {
-    if (t == DType::Q2_K) {
-      auto* b = reinterpret_cast<BlockQ2_K*>(&w[off]);
-      b->d = fp32_to_fp16(factor(rng));
-      b->dmin = fp32_to_fp16(factor(rng));
-    } else if (t == DType::Q4_K) {
-      auto* b = reinterpret_cast<BlockQ4_K*>(&w[off]);
-      b->d = fp32_to_fp16(factor(rng));
-      b->dmin = fp32_to_fp16(factor(rng));
-    } else if (t == DType::Q6_K) {
-      reinterpret_cast<BlockQ6_K*>(&w[off])->d = fp32_to_fp16(factor(rng));
-    } else {
-      reinterpret_cast<BlockQ3_K*>(&w[off])->d = fp32_to_fp16(factor(rng));
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t h = fp32_to_fp16(factor(rng));
+      std::memcpy(&w[off + at + 2 * i], &h, sizeof h);
     }
   }
   return w;
@@ -115,14 +115,19 @@ void check(DType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols
   }
 }
 
+// Every type with row groups.
+constexpr DType kGroupTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K,  DType::Q4_0,
+                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
+
 TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
   for (cpu::Isa isa : test::isas()) {
     const cpu::Kernels table = cpu::select_kernels(isa);
     EXPECT_NE(table.weights(DType::Q2_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
     EXPECT_NE(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
-    // Q3_K's and Q6_K's only with AVX512-VNNI (and the reference).
+    // Q3_K's, Q6_K's and the 32-weight types' only with AVX512-VNNI (and the reference).
     const bool wide = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
-    for (const DType t : {DType::Q3_K, DType::Q6_K}) {
+    for (const DType t : {DType::Q3_K, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                          DType::Q5_1, DType::IQ4_NL}) {
       EXPECT_EQ(table.weights(t).gemm_row_groups != nullptr, wide) << cpu::isa_name(isa);
     }
     EXPECT_EQ(table.weights(DType::Q5_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
@@ -130,8 +135,10 @@ TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
 }
 
 TEST(RowGroups, MatchTheRowMajorProductAndTheReference) {
-  for (const DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
-    for (int64_t cols : {256, 768, 1280}) {
+  for (const DType type : kGroupTypes) {
+    const bool super = dtype_block_size(type) == kQK_K;
+    for (int64_t cols :
+         super ? std::vector<int64_t>{256, 768, 1280} : std::vector<int64_t>{32, 96, 288, 800}) {
       for (int64_t rows : {16, 48}) {
         const auto w = weights(type, rows, cols, static_cast<uint32_t>(rows + cols));
         for (int64_t nt : {1, 2, 3, 5, 9}) {
@@ -155,7 +162,7 @@ TEST(RowGroups, ExtremeCodesDoNotOverflow) {
       x[static_cast<size_t>(t * kCols + i)] = sign;
     }
   }
-  for (const DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K}) {
+  for (const DType type : kGroupTypes) {
     for (int fill : {0x00, 0xff, 0x0f, 0xf0, 0xc3}) {
       check(type, weights(type, kRows, kCols, static_cast<uint32_t>(fill), fill), kRows, kCols, x,
             kTokens);

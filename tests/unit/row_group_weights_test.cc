@@ -1,8 +1,8 @@
-// A dense model's Q2_K matrices held as row groups (LoadOptions::row_groups): the groups take the
-// file's own bytes (or buffers of their own for a mapped file), sessions compute the function of
-// the file's rows up to rounding, with the same bits for any batch size and thread count, and the
-// sessions and models that need single rows keep the file's layout or refuse to open. On small
-// synthetic models made here.
+// A dense model's matrices of the types with row groups held as them (LoadOptions::row_groups): the
+// groups take the file's own bytes (or buffers of their own for a mapped file), sessions compute
+// the function of the file's rows up to rounding, with the same bits for any batch size and thread
+// count, and the sessions and models that need single rows keep the file's layout or refuse to
+// open. On small synthetic models made here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "backend/cpu/dispatch.h"
 #include "common/test_util.h"
 #include "core/error.h"
+#include "core/quant_blocks.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/model_impl.h"
@@ -60,7 +61,7 @@ std::vector<float> logits(const std::shared_ptr<const Model>& m, int32_t n_threa
 
 using test::same_bits;
 
-// Whether this CPU's kernel table has row groups for t (Q3_K's pay only with AVX512-VNNI).
+// Whether this CPU's kernel table has row groups for t (some types' pay only with AVX512-VNNI).
 bool groups_pay(DType t) {
   return cpu::select_kernels(cpu::detect_isa()).weights(t).gemm_row_groups != nullptr;
 }
@@ -97,7 +98,11 @@ TEST_P(RowGroupWeightsOf, DenseSessionsComputeTheFilesFunctionWithStableBits) {
     // quantization's.
     const double moved = mean_distance(got, want);
     EXPECT_LT(moved, 0.1 * quantization) << "the quantization moves them " << quantization;
-    EXPECT_FALSE(same_bits(got, want)) << "the groups sum in another order";
+    // The K-quants' groups sum in another order than their rows. A 32-weight type's row kernel
+    // may finish each block with one FMA in block order, as its groups do: the same bits.
+    if (dtype_block_size(GetParam()) == kQK_K) {
+      EXPECT_FALSE(same_bits(got, want)) << "the groups sum in another order";
+    }
     for (const int32_t b : {1, 9}) EXPECT_TRUE(same_bits(logits(grouped, 2, b), got)) << "-b " << b;
     EXPECT_TRUE(same_bits(logits(grouped, 1, 512), got)) << "one thread";
     if (read_bits.empty()) {
@@ -109,7 +114,9 @@ TEST_P(RowGroupWeightsOf, DenseSessionsComputeTheFilesFunctionWithStableBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, RowGroupWeightsOf,
-                         ::testing::Values(DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K),
+                         ::testing::Values(DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K,
+                                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                           DType::IQ4_NL),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(RowGroupWeights, SparseSessionsRefuseThem) {
@@ -123,7 +130,7 @@ TEST(RowGroupWeights, SparseSessionsRefuseThem) {
 }
 
 TEST(RowGroupWeights, OnlyModelsItSuitsHoldThem) {
-  EXPECT_FALSE(held_as_groups(*load(model_file(DType::Q4_0), true, WeightLoad::Read)))
+  EXPECT_FALSE(held_as_groups(*load(model_file(DType::Q8_0), true, WeightLoad::Read)))
       << "a type without row groups";
   EXPECT_FALSE(
       held_as_groups(*load(model_file(DType::F16, FfnActivation::Relu), true, WeightLoad::Read)))

@@ -1,15 +1,15 @@
-// Row groups: 16 rows of a Q2_K, Q3_K, Q4_K or Q6_K matrix rewritten so that the same four weights
-// of every row lie side by side, one row per 32-bit lane of a 512-bit vector. A one-token product
-// then needs no horizontal sums: vpdpbusd of such a vector against four activation bytes broadcast
-// to every lane adds each row's four products into its own lane, and the lanes stay rows to the
-// end. The row-major kernels spend about as many instructions reducing each row's sums of 16 (one
-// per scale) as multiplying; for the 2-bit codes, whose bytes are few, that work is what held
-// decode below the memory's speed.
+// Row groups: 16 rows of a K-quant (Q2_K, Q3_K, Q4_K, Q6_K) or 32-weight block (Q4_0, Q4_1,
+// Q5_0, Q5_1, IQ4_NL) matrix rewritten so that the same four weights of every row lie side by
+// side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no horizontal
+// sums: vpdpbusd of such a vector against four activation bytes broadcast to every lane adds each
+// row's four products into its own lane, and the lanes stay rows to the end. The row-major kernels
+// spend about as many instructions reducing each row's sums (one per scale) as multiplying; for
+// the 2-bit codes, whose bytes are few, that work is what held decode below the memory's speed.
 //
-// A group is one GroupQ2_K per super-block column, in column order, so rows [16 g, 16 g + 16) of
-// a matrix take exactly the bytes they took before (16 rows of ldw bytes): views of whole groups
-// (a fused projection's parts) keep their offsets. Shared by the scalar reference
-// (generic/row_groups.cc) and the vector kernels.
+// A group is one Group struct per column (a super-block, or a 32-weight block), in column order,
+// so rows [16 g, 16 g + 16) of a matrix take exactly the bytes they took before (16 rows of ldw
+// bytes): views of whole groups (a fused projection's parts) keep their offsets. Shared by the
+// scalar references (generic/row_groups.cc, generic/row_groups_32.cc) and the vector kernels.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +94,59 @@ struct GroupQ6_K {
 };
 static_assert(sizeof(GroupQ6_K) == kGroupRows * sizeof(BlockQ6_K));
 
+// The 32-weight block types: one group column is one block of each of the 16 rows, and meets one
+// Q8 activation block (its own scale and sum).
+//   codes[w][4 r + i]: row r's qs[4 w + i], as the block holds it: the low nibble is weight
+//     4 w + i, the high nibble weight 16 + 4 w + i.
+//   high[4 r + i] (Q5_0, Q5_1): bit q holds the fifth bit of row r's weight 4 q + i (q < 4: the
+//     low nibbles of codes[q], q >= 4: the high nibbles of codes[q - 4]).
+//   d[r] (and m[r] for the types with a min): row r's f16 factors.
+// IQ4_NL's codes index its table of values, as in the block.
+struct GroupQ4_0 {
+  using Block = BlockQ4_0;  // the type whose rows it holds
+  uint8_t codes[4][64];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupQ4_0) == kGroupRows * sizeof(BlockQ4_0));
+struct GroupIQ4_NL {
+  using Block = BlockIQ4_NL;  // the type whose rows it holds
+  uint8_t codes[4][64];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupIQ4_NL) == kGroupRows * sizeof(BlockIQ4_NL));
+struct GroupQ4_1 {
+  using Block = BlockQ4_1;  // the type whose rows it holds
+  uint8_t codes[4][64];
+  uint16_t d[kGroupRows];
+  uint16_t m[kGroupRows];
+};
+static_assert(sizeof(GroupQ4_1) == kGroupRows * sizeof(BlockQ4_1));
+struct GroupQ5_0 {
+  using Block = BlockQ5_0;  // the type whose rows it holds
+  uint8_t codes[4][64];
+  uint8_t high[64];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupQ5_0) == kGroupRows * sizeof(BlockQ5_0));
+struct GroupQ5_1 {
+  using Block = BlockQ5_1;  // the type whose rows it holds
+  uint8_t codes[4][64];
+  uint8_t high[64];
+  uint16_t d[kGroupRows];
+  uint16_t m[kGroupRows];
+};
+static_assert(sizeof(GroupQ5_1) == kGroupRows * sizeof(BlockQ5_1));
+
+// The kernels meet a 32-weight type's codes as unsigned bytes u: the weight is d (u - 2^shift)
+// for the types without a min (IQ4_NL's u is its table value plus 128), d u + m for the others.
+template <typename Group>
+constexpr int group_offset_shift() {
+  if constexpr (std::is_same_v<Group, GroupQ4_0>) return 3;
+  if constexpr (std::is_same_v<Group, GroupQ5_0>) return 4;
+  if constexpr (std::is_same_v<Group, GroupIQ4_NL>) return 7;
+  return 0;
+}
+
 // The 6-bit scale and min of sub-block j of row r of a Q4_K group.
 constexpr ScaleMin group_q4_k_scale_min(const GroupQ4_K& g, int r, int j) {
   const int low = g.scale_low[j][r], high = g.scale_high[j / 2][r] >> (4 * (j % 2));
@@ -141,14 +194,24 @@ constexpr int64_t act_sum16_pair_offset(int64_t p) { return act_sum16_offset(p, 
 // Both, for every sub-block and pair: vector files hold them as constants
 // (constexpr auto k = row_group_act_offsets()), so none of these functions is compiled with their
 // flags (an out-of-line copy built with AVX-512 could be the one a scalar caller links to).
+// For the 32-weight types, per block k of an activation group: its first quant, its scale and its
+// int32 sum (Q8 rows); quads sit at quant + 4 w (low nibbles) and quant + 32 + 4 w (high ones).
 struct RowGroupActOffsets {
   int64_t sub16[16];
   int64_t pair[8];
+  int64_t quant[kActGroupBlocks];
+  int64_t scale[kActGroupBlocks];
+  int64_t sum[kActGroupBlocks];
 };
 constexpr RowGroupActOffsets row_group_act_offsets() {
   RowGroupActOffsets o{};
   for (int j = 0; j < 16; ++j) o.sub16[j] = act_sub16_offset(j);
   for (int p = 0; p < 8; ++p) o.pair[p] = act_sum16_pair_offset(p);
+  for (int k = 0; k < kActGroupBlocks; ++k) {
+    o.quant[k] = act_quant_offset(k, 0);
+    o.scale[k] = act_scale_offset(k);
+    o.sum[k] = act_sum_offset(k);
+  }
   return o;
 }
 

@@ -235,6 +235,11 @@ void set_row_group_kernels(Kernels& k) {
   // Q6_K's groups have no AVX2 kernel: its row kernels keep the rows.
   k.q6_k.to_row_group = nullptr;
   k.q6_k.gemm_row_groups = nullptr;
+  // The 32-weight block types' groups have no AVX2 kernels either.
+  for (WeightKernels* w : {&k.q4_0, &k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl}) {
+    w->to_row_group = nullptr;
+    w->gemm_row_groups = nullptr;
+  }
 }
 
 }  // namespace hearth::cpu::avx2

@@ -80,15 +80,15 @@ template <int T, int OffsetShift, typename Group, typename Column>
   }
 }
 
-// Tiles of up to MaxTokens per group through Kernel<T>.
-template <typename Group, int MaxTokens, template <int> class Kernel>
+// Tiles of up to MaxTokens per group through Kernel<T>, over n / Width columns.
+template <typename Group, int MaxTokens, template <int> class Kernel, int64_t Width = kQK_K>
 void gemm_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                  int64_t nt, float* y, size_t ldy) {
   const auto* xb = static_cast<const uint8_t*>(x);
   for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
     const auto* g =
         reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
-    Kernel<decltype(tokens)::value>::run(n / kQK_K, g, xb + t * ldx, ldx,
+    Kernel<decltype(tokens)::value>::run(n / Width, g, xb + t * ldx, ldx,
                                          y + t * ldy + gi * kGroupRows, ldy);
   });
 }

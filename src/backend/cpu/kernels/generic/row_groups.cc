@@ -286,6 +286,7 @@ void set_row_group_kernels(Kernels& k) {
   k.q4_k.gemm_row_groups = gemm_row_groups<GroupQ4_K, row_q4_k>;
   k.q6_k.to_row_group = to_row_group_q6_k;
   k.q6_k.gemm_row_groups = gemm_row_groups<GroupQ6_K, row_q6_k>;
+  set_row_group_32_kernels(k);
 }
 
 }  // namespace hearth::cpu::generic
