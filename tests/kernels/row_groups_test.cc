@@ -37,6 +37,7 @@ std::vector<uint8_t> weights(DType t, int64_t rows, int64_t cols, uint32_t seed,
   if (t == DType::Q2_K) at = offsetof(BlockQ2_K, d), count = 2;
   if (t == DType::Q3_K) at = offsetof(BlockQ3_K, d);
   if (t == DType::Q4_K) at = offsetof(BlockQ4_K, d), count = 2;
+  if (t == DType::Q5_K) at = offsetof(BlockQ5_K, d), count = 2;
   if (t == DType::Q6_K) at = offsetof(BlockQ6_K, d);
   if (t == DType::Q4_1 || t == DType::Q5_1) count = 2;
   for (size_t off = 0; off < w.size(); off += block) {
@@ -116,21 +117,21 @@ void check(DType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols
 }
 
 // Every type with row groups.
-constexpr DType kGroupTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q6_K,  DType::Q4_0,
-                                 DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
+constexpr DType kGroupTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                 DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
 
 TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
   for (cpu::Isa isa : test::isas()) {
     const cpu::Kernels table = cpu::select_kernels(isa);
     EXPECT_NE(table.weights(DType::Q2_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
     EXPECT_NE(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
-    // Q3_K's, Q6_K's and the 32-weight types' only with AVX512-VNNI (and the reference).
+    // Q3_K's, Q5_K's, Q6_K's and the 32-weight types' only with AVX512-VNNI (and the reference).
     const bool wide = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
-    for (const DType t : {DType::Q3_K, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                          DType::Q5_1, DType::IQ4_NL}) {
+    for (const DType t : {DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
+                          DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
       EXPECT_EQ(table.weights(t).gemm_row_groups != nullptr, wide) << cpu::isa_name(isa);
     }
-    EXPECT_EQ(table.weights(DType::Q5_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
+    EXPECT_EQ(table.weights(DType::IQ4_XS).gemm_row_groups, nullptr) << cpu::isa_name(isa);
   }
 }
 

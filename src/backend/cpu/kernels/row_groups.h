@@ -1,4 +1,4 @@
-// Row groups: 16 rows of a K-quant (Q2_K, Q3_K, Q4_K, Q6_K) or 32-weight block (Q4_0, Q4_1,
+// Row groups: 16 rows of a K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or 32-weight block (Q4_0, Q4_1,
 // Q5_0, Q5_1, IQ4_NL) matrix rewritten so that the same four weights of every row lie side by
 // side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no horizontal
 // sums: vpdpbusd of such a vector against four activation bytes broadcast to every lane adds each
@@ -77,6 +77,16 @@ struct GroupQ4_K {
 };
 static_assert(sizeof(GroupQ4_K) == kGroupRows * sizeof(BlockQ4_K));
 
+// One super-block column of a 16-row Q5_K group: GroupQ4_K's fields for the low 4 bits of the
+// codes, then their fifth bits.
+//   high[w][4 r + i]: bit j holds row r's fifth bit of weight 32 j + 4 w + i (sub-block j, quad
+//     w, byte i).
+// A sub-block's half can pass 2^15 here, so the kernels meet the scales in int32.
+struct GroupQ5_K : GroupQ4_K {
+  uint8_t high[8][64];
+};
+static_assert(sizeof(GroupQ5_K) == kGroupRows * sizeof(BlockQ5_K));
+
 // One super-block column of a 16-row Q6_K group (16 sub-blocks of 16, w = d sc (u - 32), u 6
 // bits: 4 low, 2 high).
 //   low[8 m + w][4 r + i]: the low 4 bits of row r's code of weight 32 (2 m) + 4 w + i (low
@@ -147,8 +157,9 @@ constexpr int group_offset_shift() {
   return 0;
 }
 
-// The 6-bit scale and min of sub-block j of row r of a Q4_K group.
-constexpr ScaleMin group_q4_k_scale_min(const GroupQ4_K& g, int r, int j) {
+// The 6-bit scale and min of sub-block j of row r of a Q4_K or Q5_K group.
+template <typename Group>
+constexpr ScaleMin group_q4_k_scale_min(const Group& g, int r, int j) {
   const int low = g.scale_low[j][r], high = g.scale_high[j / 2][r] >> (4 * (j % 2));
   return {static_cast<uint8_t>((low & 15) | (high & 3) << 4),
           static_cast<uint8_t>((low >> 4) | ((high >> 2) & 3) << 4)};

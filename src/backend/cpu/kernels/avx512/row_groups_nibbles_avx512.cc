@@ -15,11 +15,13 @@
 namespace hearth::cpu::avx512 {
 namespace {
 
-// Q4_K's scale and min of sub-block j, each in both int16 halves of its row's lane.
+// Q4_K's (or Q5_K's) scale and min of sub-block j, one row per lane: as int32 (`scale`, `min`)
+// and in both int16 halves of the lane (`scale_pair`, `min_pair`).
 struct ScaleMinPairs {
-  __m512i scale, min;
+  __m512i scale_pair, min_pair, scale;
 };
-ScaleMinPairs q4_k_scales(const GroupQ4_K& g, int j) {
+template <typename Group>
+ScaleMinPairs q4_k_scales(const Group& g, int j) {
   const __m512i low =
       _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scale_low[j])));
   const __m512i high = _mm512_srli_epi32(
@@ -31,7 +33,7 @@ ScaleMinPairs q4_k_scales(const GroupQ4_K& g, int j) {
   const __m512i min =
       _mm512_or_si512(_mm512_srli_epi32(low, 4), _mm512_and_si512(_mm512_slli_epi32(high, 2), top));
   return {_mm512_or_si512(scale, _mm512_slli_epi32(scale, 16)),
-          _mm512_or_si512(min, _mm512_slli_epi32(min, 16))};
+          _mm512_or_si512(min, _mm512_slli_epi32(min, 16)), scale};
 }
 
 // Tokens x[0..T) against one Q4_K group of 16 rows: y[t * ldy + r].
@@ -67,9 +69,61 @@ void group_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, fl
               const __m512i first = e == 0 ? acc[0][0][t] : _mm512_srai_epi32(acc[1][0][t], 4);
               const __m512i second = _mm512_slli_epi32(acc[e][1][t], e == 0 ? 16 : 12);
               total[t] = _mm512_dpwssd_epi32(
-                  total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, first, second), sm.scale);
+                  total[t], _mm512_mask_blend_epi16(0xaaaaaaaa, first, second), sm.scale_pair);
               min_total[t] =
-                  _mm512_dpwssd_epi32(min_total[t], sm.min, broadcast32(xs[t] + kAct.pair[j]));
+                  _mm512_dpwssd_epi32(min_total[t], sm.min_pair, broadcast32(xs[t] + kAct.pair[j]));
+            }
+          }
+        }
+      });
+}
+
+// Bit k of h's bytes at bit 4 of each byte, the other bits left anywhere but bit 4: 16-bit shifts
+// of at most 4 left or 3 right carry bits across bytes only below bit 4 or above it.
+inline __m512i bit_to_4(__m512i h, int k) {
+  return k < 4 ? _mm512_slli_epi16(h, 4 - k) : k == 4 ? h : _mm512_srli_epi16(h, k - 4);
+}
+
+// Tokens x[0..T) against one Q5_K group of 16 rows: y[t * ldy + r]. The nibbles with their fifth
+// bits joined at bit 4 (0..31); a sub-block's sum, which can pass 2^15 even per half, meets its
+// scale in int32 (vpmulld).
+template <int T>
+void group_q5_k(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, float* y,
+                size_t ldy) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  column_loop<T, 0>(
+      nb, g, x, ldx, y, ldy,
+      [&](const GroupQ5_K& gc, const auto& xs, auto& total, auto& min_total) {
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; ++m) {
+          // acc[e][t]: sub-block 2m + e, token t.
+          __m512i acc[2][T] = {};
+#pragma GCC unroll 8
+          for (int w = 0; w < 8; ++w) {
+            const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
+            const __m512i h = _mm512_loadu_si512(gc.high[w]);
+            // a | (b & c)
+            const __m512i codes[2] = {
+                _mm512_ternarylogic_epi32(_mm512_and_si512(v, nibble), bit_to_4(h, 2 * m), bit4,
+                                          0xf8),
+                _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble),
+                                          bit_to_4(h, 2 * m + 1), bit4, 0xf8)};
+            for (int e = 0; e < 2; ++e) {
+              const int64_t at = kAct.sub16[2 * (2 * m + e) + w / 4] + 4 * (w % 4);
+              for (int t = 0; t < T; ++t) {
+                acc[e][t] = _mm512_dpbusd_epi32(acc[e][t], codes[e], broadcast32(xs[t] + at));
+              }
+            }
+          }
+#pragma GCC unroll 2
+          for (int e = 0; e < 2; ++e) {
+            const int j = 2 * m + e;
+            const ScaleMinPairs sm = q4_k_scales(gc, j);
+            for (int t = 0; t < T; ++t) {
+              total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(acc[e][t], sm.scale));
+              min_total[t] =
+                  _mm512_dpwssd_epi32(min_total[t], sm.min_pair, broadcast32(xs[t] + kAct.pair[j]));
             }
           }
         }
@@ -213,6 +267,14 @@ void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, 
 }
 
 template <int T>
+struct Q5_K {
+  static void run(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
+    group_q5_k<T>(nb, g, x, ldx, y, ldy);
+  }
+};
+
+template <int T>
 struct Q4_K {
   static void run(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, float* y,
                   size_t ldy) {
@@ -253,6 +315,7 @@ void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, 
 
 void set_nibble_row_group_kernels(Kernels& k) {
   k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
+  k.q5_k.gemm_row_groups = gemm_groups<GroupQ5_K, 4, Q5_K>;
   k.q6_k.gemm_row_groups = gemm_q6_k;
 }
 

@@ -1,7 +1,7 @@
-// Row groups of Q2_K, Q3_K, Q4_K and Q6_K (kernels/row_groups.h): rewriting 16 rows as a group, and
-// the scalar references of the products over groups. The vector kernels reach the same integers and
-// finish each row with the same float operations in the same order, so every ISA gives these
-// bits.
+// Row groups of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (kernels/row_groups.h): rewriting 16 rows as a
+// group, and the scalar references of the products over groups. The vector kernels reach the same
+// integers and finish each row with the same float operations in the same order, so every ISA gives
+// these bits.
 #include "backend/cpu/kernels/row_groups.h"
 
 #include <cmath>
@@ -161,14 +161,17 @@ float row_q3_k(int64_t n, const GroupQ3_K* g, int r, const uint8_t* x) {
   });
 }
 
-void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out) {
+// Q4_K's and Q5_K's groups (Block BlockQ4_K or BlockQ5_K): Q5_K adds its fifth bits.
+template <typename Group, typename Block>
+void to_row_group_q45_k(int64_t n, const void* w, size_t ldw, void* out) {
+  constexpr bool kFifth = requires(const Group& gr) { gr.high; };
   const auto* rows = static_cast<const uint8_t*>(w);
-  auto* groups = static_cast<GroupQ4_K*>(out);
+  auto* groups = static_cast<Group*>(out);
   for (int64_t c = 0; c < n / kQK_K; ++c) {
-    GroupQ4_K& g = groups[c];
+    Group& g = groups[c];
     std::memset(&g, 0, sizeof g);
     for (int r = 0; r < kGroupRows; ++r) {
-      const auto& b = reinterpret_cast<const BlockQ4_K*>(rows + r * ldw)[c];
+      const auto& b = reinterpret_cast<const Block*>(rows + r * ldw)[c];
       for (int j = 0; j < 8; ++j) {
         const ScaleMin sm = k4_scale_min(b.scales, j);
         g.scale_low[j][r] = static_cast<uint8_t>((sm.scale & 15) | (sm.min & 15) << 4);
@@ -184,21 +187,30 @@ void to_row_group_q4_k(int64_t n, const void* w, size_t ldw, void* out) {
           }
         }
       }
+      if constexpr (kFifth) {
+        for (int e = 0; e < kQK_K; ++e) {
+          const int j = e / 32, l = e % 32;
+          g.high[l / 4][4 * r + l % 4] |= static_cast<uint8_t>(((b.qh[l] >> j) & 1) << j);
+        }
+      }
       g.d[r] = b.d;
       g.dmin[r] = b.dmin;
     }
   }
 }
 
-// One row r of a Q4_K group against one activation row.
-float row_q4_k(int64_t n, const GroupQ4_K* g, int r, const uint8_t* x) {
-  return row_sum<0>(n, g, r, x, [r](const GroupQ4_K& gc, const uint8_t* xs) {
+// One row r of a Q4_K or Q5_K group against one activation row.
+template <typename Group>
+float row_q45_k(int64_t n, const Group* g, int r, const uint8_t* x) {
+  return row_sum<0>(n, g, r, x, [r](const Group& gc, const uint8_t* xs) {
     ColumnSums s{0, 0};
     for (int j = 0; j < 8; ++j) {
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) {
         const int byte = gc.codes[8 * (j / 2) + l / 4][4 * r + l % 4];
-        dot += (j % 2 ? byte >> 4 : byte & 15) * quants(xs, 2 * j + l / 16)[l % 16];
+        int u = j % 2 ? byte >> 4 : byte & 15;
+        if constexpr (requires { gc.high; }) u |= ((gc.high[l / 4][4 * r + l % 4] >> j) & 1) << 4;
+        dot += u * quants(xs, 2 * j + l / 16)[l % 16];
       }
       const ScaleMin sm = group_q4_k_scale_min(gc, r, j);
       s.total += sm.scale * dot;
@@ -209,6 +221,10 @@ float row_q4_k(int64_t n, const GroupQ4_K* g, int r, const uint8_t* x) {
 }
 
 }  // namespace
+
+void to_row_group_q5_k(int64_t n, const void* w, size_t ldw, void* out) {
+  to_row_group_q45_k<GroupQ5_K, BlockQ5_K>(n, w, ldw, out);
+}
 
 void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
@@ -282,8 +298,10 @@ void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_row_groups<GroupQ2_K, row_q2_k>;
   k.q3_k.to_row_group = to_row_group_q3_k;
   k.q3_k.gemm_row_groups = gemm_row_groups<GroupQ3_K, row_q3_k>;
-  k.q4_k.to_row_group = to_row_group_q4_k;
-  k.q4_k.gemm_row_groups = gemm_row_groups<GroupQ4_K, row_q4_k>;
+  k.q4_k.to_row_group = to_row_group_q45_k<GroupQ4_K, BlockQ4_K>;
+  k.q4_k.gemm_row_groups = gemm_row_groups<GroupQ4_K, row_q45_k<GroupQ4_K>>;
+  k.q5_k.to_row_group = to_row_group_q5_k;
+  k.q5_k.gemm_row_groups = gemm_row_groups<GroupQ5_K, row_q45_k<GroupQ5_K>>;
   k.q6_k.to_row_group = to_row_group_q6_k;
   k.q6_k.gemm_row_groups = gemm_row_groups<GroupQ6_K, row_q6_k>;
   set_row_group_32_kernels(k);
