@@ -117,21 +117,25 @@ void check(DType type, const std::vector<uint8_t>& w, int64_t rows, int64_t cols
 }
 
 // Every type with row groups.
-constexpr DType kGroupTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                 DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL};
+constexpr DType kGroupTypes[] = {DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
+                                 DType::Q6_K, DType::IQ4_XS, DType::Q4_0,  DType::Q4_1,
+                                 DType::Q5_0, DType::Q5_1,   DType::IQ4_NL};
 
 TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
   for (cpu::Isa isa : test::isas()) {
     const cpu::Kernels table = cpu::select_kernels(isa);
     EXPECT_NE(table.weights(DType::Q2_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
     EXPECT_NE(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
-    // Q3_K's, Q5_K's, Q6_K's and the 32-weight types' only with AVX512-VNNI (and the reference).
+    // The others' only with AVX512-VNNI (and the reference).
     const bool wide = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
-    for (const DType t : {DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
-                          DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
+    for (const DType t : {DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::Q4_0,
+                          DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
       EXPECT_EQ(table.weights(t).gemm_row_groups != nullptr, wide) << cpu::isa_name(isa);
     }
-    EXPECT_EQ(table.weights(DType::IQ4_XS).gemm_row_groups, nullptr) << cpu::isa_name(isa);
+    // The 8-bit and float types keep their rows everywhere.
+    for (const DType t : {DType::Q8_0, DType::F16}) {
+      EXPECT_EQ(table.weights(t).gemm_row_groups, nullptr) << cpu::isa_name(isa);
+    }
   }
 }
 

@@ -115,8 +115,8 @@ TEST_P(RowGroupWeightsOf, DenseSessionsComputeTheFilesFunctionWithStableBits) {
 
 INSTANTIATE_TEST_SUITE_P(Types, RowGroupWeightsOf,
                          ::testing::Values(DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                                           DType::Q5_1, DType::IQ4_NL),
+                                           DType::Q6_K, DType::IQ4_XS, DType::Q4_0, DType::Q4_1,
+                                           DType::Q5_0, DType::Q5_1, DType::IQ4_NL),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(RowGroupWeights, SparseSessionsRefuseThem) {

@@ -1,10 +1,11 @@
-// Row groups: 16 rows of a K-quant (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) or 32-weight block (Q4_0, Q4_1,
-// Q5_0, Q5_1, IQ4_NL) matrix rewritten so that the same four weights of every row lie side by
-// side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no horizontal
-// sums: vpdpbusd of such a vector against four activation bytes broadcast to every lane adds each
-// row's four products into its own lane, and the lanes stay rows to the end. The row-major kernels
-// spend about as many instructions reducing each row's sums (one per scale) as multiplying; for
-// the 2-bit codes, whose bytes are few, that work is what held decode below the memory's speed.
+// Row groups: 16 rows of a 256-weight (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS) or 32-weight block
+// (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) matrix rewritten so that the same four weights of every row lie
+// side by side, one row per 32-bit lane of a 512-bit vector. A one-token product then needs no
+// horizontal sums: vpdpbusd of such a vector against four activation bytes broadcast to every lane
+// adds each row's four products into its own lane, and the lanes stay rows to the end. The
+// row-major kernels spend about as many instructions reducing each row's sums (one per scale) as
+// multiplying; for the 2-bit codes, whose bytes are few, that work is what held decode below the
+// memory's speed.
 //
 // A group is one Group struct per column (a super-block, or a 32-weight block), in column order,
 // so rows [16 g, 16 g + 16) of a matrix take exactly the bytes they took before (16 rows of ldw
@@ -86,6 +87,23 @@ struct GroupQ5_K : GroupQ4_K {
   uint8_t high[8][64];
 };
 static_assert(sizeof(GroupQ5_K) == kGroupRows * sizeof(BlockQ5_K));
+
+// One super-block column of a 16-row IQ4_XS group (8 sub-blocks of 32, w = d (ls - 32) t[u], t
+// IQ4_NL's table, u a nibble).
+//   codes[4 j + w][4 r + i]: row r's qs[16 j + 4 w + i], as the block holds it: the low nibble
+//     is weight 32 j + 4 w + i, the high nibble weight 32 j + 16 + 4 w + i.
+//   scale_low[p][r], scale_high[r]: row r's scales_l[p] and scales_h (ls's low 4 bits of
+//     sub-block j at bits 4 (j % 2) of scale_low[j / 2], its high 2 at bits 2 j of scale_high).
+//   d[r]: row r's f16 scale.
+// The kernels meet t[u] + 128 (an unsigned byte) and take the 128 off per sub-block, whose sums
+// pass 2^15: they meet their scales in int32.
+struct GroupIQ4_XS {
+  uint8_t codes[32][64];
+  uint8_t scale_low[4][16];
+  uint16_t scale_high[kGroupRows];
+  uint16_t d[kGroupRows];
+};
+static_assert(sizeof(GroupIQ4_XS) == kGroupRows * sizeof(BlockIQ4_XS));
 
 // One super-block column of a 16-row Q6_K group (16 sub-blocks of 16, w = d sc (u - 32), u 6
 // bits: 4 low, 2 high).

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cpu/dispatch.h"
+#include "core/quant_blocks.h"
 
 #if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || \
     !defined(__AVX512DQ__) || !defined(__AVX512VNNI__)
@@ -15,6 +16,14 @@
 #endif
 
 namespace hearth::cpu::avx512 {
+
+// The IQ4 code book offset by 128 (unsigned, for vpdpbusd) in every 128-bit lane. (The masked
+// form: GCC 12 warns that the unmasked broadcast reads an undefined vector.)
+inline __m512i iq4_offset_book() {
+  return _mm512_maskz_broadcast_i32x4(
+      0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
+                            _mm_set1_epi8(-128)));
+}
 
 // Sum of the 16 lanes: the upper 8 onto the lower 8, then as AVX2's hsum (l0 + l4, ... then
 // halves again). One fixed order for every output of this ISA.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/kernels/avx512/avx512_util.h"
 #include "backend/cpu/kernels/row_groups.h"
 #include "backend/cpu/kernels/tile_set.h"
 

@@ -41,10 +41,7 @@ template <typename Group>
 Nibbles codes(const Group& g, int w) {
   Nibbles n = nibbles(_mm512_loadu_si512(g.codes[w]));
   if constexpr (std::is_same_v<Group, GroupIQ4_NL>) {
-    // The table plus 128 (1..241): unsigned bytes for vpdpbusd.
-    const __m512i table = _mm512_broadcast_i32x4(
-        _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
-                      _mm_set1_epi8(static_cast<char>(0x80))));
+    const __m512i table = iq4_offset_book();
     return {_mm512_shuffle_epi8(table, n.low), _mm512_shuffle_epi8(table, n.high)};
   }
   if constexpr (requires { g.high; }) join_fifth_bits(g.high, w, n);

@@ -130,6 +130,56 @@ void group_q5_k(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, fl
       });
 }
 
+// Tokens x[0..T) against one IQ4_XS group of 16 rows: y[t * ldy + r]. Each nibble looked up
+// (vpshufb) as its table value plus 128; a sub-block's sum meets its signed scale in int32
+// (vpmulld), and the scale pairs meet the activations' sums of 16 for the 128s taken off.
+template <int T>
+void group_iq4_xs(int64_t nb, const GroupIQ4_XS* g, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i table = iq4_offset_book();
+  column_loop<T, 7>(
+      nb, g, x, ldx, y, ldy, [&](const GroupIQ4_XS& gc, const auto& xs, auto& total, auto& offset) {
+        const __m512i high_bits = _mm512_cvtepu16_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.scale_high)));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          // The low and high nibbles' sums apart: two chains of vpdpbusd.
+          __m512i low[T] = {}, high[T] = {};
+#pragma GCC unroll 4
+          for (int w = 0; w < 4; ++w) {
+            const __m512i v = _mm512_loadu_si512(gc.codes[4 * j + w]);
+            const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, nibble));
+            const __m512i hi =
+                _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
+            for (int t = 0; t < T; ++t) {
+              low[t] =
+                  _mm512_dpbusd_epi32(low[t], lo, broadcast32(xs[t] + kAct.sub16[2 * j] + 4 * w));
+              high[t] = _mm512_dpbusd_epi32(high[t], hi,
+                                            broadcast32(xs[t] + kAct.sub16[2 * j + 1] + 4 * w));
+            }
+          }
+          const __m512i ls = _mm512_or_si512(
+              _mm512_and_si512(
+                  _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                        reinterpret_cast<const __m128i*>(gc.scale_low[j / 2]))),
+                                    4 * (j % 2)),
+                  _mm512_set1_epi32(15)),
+              _mm512_slli_epi32(
+                  _mm512_and_si512(_mm512_srli_epi32(high_bits, 2 * j), _mm512_set1_epi32(3)), 4));
+          const __m512i scale = _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
+          // The scale in both int16 halves of the lane (two's complement in the low one).
+          const __m512i pair =
+              _mm512_mask_blend_epi16(0xaaaaaaaa, scale, _mm512_slli_epi32(scale, 16));
+          for (int t = 0; t < T; ++t) {
+            total[t] = _mm512_add_epi32(
+                total[t], _mm512_mullo_epi32(_mm512_add_epi32(low[t], high[t]), scale));
+            offset[t] = _mm512_dpwssd_epi32(offset[t], pair, broadcast32(xs[t] + kAct.pair[j]));
+          }
+        }
+      });
+}
+
 // Tokens x[0..T) against one Q6_K group of 16 rows: y[t * ldy + r], the low and top bits in
 // sums of their own (packed as an int16 pair against (scale, 16 scale)): the fewest instructions
 // for one token. One 32-block at a time (its bytes read again for the other block sharing them,
@@ -267,6 +317,14 @@ void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, 
 }
 
 template <int T>
+struct IQ4_XS {
+  static void run(int64_t nb, const GroupIQ4_XS* g, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy) {
+    group_iq4_xs<T>(nb, g, x, ldx, y, ldy);
+  }
+};
+
+template <int T>
 struct Q5_K {
   static void run(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, float* y,
                   size_t ldy) {
@@ -316,6 +374,7 @@ void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, 
 void set_nibble_row_group_kernels(Kernels& k) {
   k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
   k.q5_k.gemm_row_groups = gemm_groups<GroupQ5_K, 4, Q5_K>;
+  k.iq4_xs.gemm_row_groups = gemm_groups<GroupIQ4_XS, 4, IQ4_XS>;
   k.q6_k.gemm_row_groups = gemm_q6_k;
 }
 

@@ -75,13 +75,6 @@ inline __m128i tree_order(__m128i per16) {
                           _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15));
 }
 
-// The IQ4 code book offset by 128 (unsigned, for vpdpbusd) in every 128-bit lane.
-inline __m512i iq4_offset_book() {
-  return _mm512_maskz_broadcast_i32x4(
-      0xffff, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)),
-                            _mm_set1_epi8(-128)));
-}
-
 // Base::finish after 2^Shift times each block's activation sum comes off the integer sums: the
 // offset of codes stored as u = q + 2^Shift (IQ4's offset code book).
 template <typename Base, int Shift>

@@ -97,12 +97,13 @@ void axpy_block_int_parts(int64_t n, const void* w, size_t ldw, const int32_t* i
 // these and replace what they implement.
 void set_block_kernels(Kernels& k);
 
-// Row groups of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (row_groups.cc): to_row_group and the scalar
-// gemm_row_groups. Vector tables keep to_row_group and replace the product, or clear both where the
-// groups do not pay.
+// Row groups of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS (row_groups.cc): to_row_group and the
+// scalar gemm_row_groups. Vector tables keep to_row_group and replace the product, or clear both
+// where the groups do not pay.
 void set_row_group_kernels(Kernels& k);
 void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out);
 void to_row_group_q5_k(int64_t n, const void* w, size_t ldw, void* out);
+void to_row_group_iq4_xs(int64_t n, const void* w, size_t ldw, void* out);
 void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out);
 // The same for the 32-weight block types Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (row_groups_32.cc),
 // which set_row_group_kernels sets too; vector tables that cleared them set them again here.

@@ -1,7 +1,7 @@
-// Row groups of Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (kernels/row_groups.h): rewriting 16 rows as a
-// group, and the scalar references of the products over groups. The vector kernels reach the same
-// integers and finish each row with the same float operations in the same order, so every ISA gives
-// these bits.
+// Row groups of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS (kernels/row_groups.h): rewriting 16 rows
+// as a group, and the scalar references of the products over groups. The vector kernels reach the
+// same integers and finish each row with the same float operations in the same order, so every ISA
+// gives these bits.
 #include "backend/cpu/kernels/row_groups.h"
 
 #include <cmath>
@@ -226,6 +226,23 @@ void to_row_group_q5_k(int64_t n, const void* w, size_t ldw, void* out) {
   to_row_group_q45_k<GroupQ5_K, BlockQ5_K>(n, w, ldw, out);
 }
 
+void to_row_group_iq4_xs(int64_t n, const void* w, size_t ldw, void* out) {
+  const auto* rows = static_cast<const uint8_t*>(w);
+  auto* groups = static_cast<GroupIQ4_XS*>(out);
+  for (int64_t c = 0; c < n / kQK_K; ++c) {
+    GroupIQ4_XS& g = groups[c];
+    for (int r = 0; r < kGroupRows; ++r) {
+      const auto& b = reinterpret_cast<const BlockIQ4_XS*>(rows + r * ldw)[c];
+      for (int v = 0; v < 32; ++v) {
+        for (int i = 0; i < 4; ++i) g.codes[v][4 * r + i] = b.qs[4 * v + i];
+      }
+      for (int p = 0; p < 4; ++p) g.scale_low[p][r] = b.scales_l[p];
+      g.scale_high[r] = b.scales_h;
+      g.d[r] = b.d;
+    }
+  }
+}
+
 void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
   auto* groups = static_cast<GroupQ6_K*>(out);
@@ -277,6 +294,27 @@ float row_q6_k(int64_t n, const GroupQ6_K* g, int r, const uint8_t* x) {
   });
 }
 
+// One row r of an IQ4_XS group against one activation row: codes t[u] + 128, the 128 taken off
+// through the offset sum.
+float row_iq4_xs(int64_t n, const GroupIQ4_XS* g, int r, const uint8_t* x) {
+  return row_sum<7>(n, g, r, x, [r](const GroupIQ4_XS& gc, const uint8_t* xs) {
+    ColumnSums s{0, 0};
+    for (int j = 0; j < 8; ++j) {
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) {
+        const int byte = gc.codes[4 * j + l % 16 / 4][4 * r + l % 4];
+        const int u = l < 16 ? byte & 15 : byte >> 4;
+        dot += (kIq4nlValues[u] + 128) * quants(xs, 2 * j + l / 16)[l % 16];
+      }
+      const int ls = ((gc.scale_low[j / 2][r] >> (4 * (j % 2))) & 15) |
+                     ((gc.scale_high[r] >> (2 * j)) & 3) << 4;
+      s.total += (ls - 32) * dot;
+      s.other += (ls - 32) * (sum16(xs, 2 * j) + sum16(xs, 2 * j + 1));
+    }
+    return s;
+  });
+}
+
 // The product over groups of one type, row by row through Row.
 template <typename Group, float (*Row)(int64_t, const Group*, int, const uint8_t*)>
 void gemm_row_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
@@ -304,6 +342,8 @@ void set_row_group_kernels(Kernels& k) {
   k.q5_k.gemm_row_groups = gemm_row_groups<GroupQ5_K, row_q45_k<GroupQ5_K>>;
   k.q6_k.to_row_group = to_row_group_q6_k;
   k.q6_k.gemm_row_groups = gemm_row_groups<GroupQ6_K, row_q6_k>;
+  k.iq4_xs.to_row_group = to_row_group_iq4_xs;
+  k.iq4_xs.gemm_row_groups = gemm_row_groups<GroupIQ4_XS, row_iq4_xs>;
   set_row_group_32_kernels(k);
 }
 
