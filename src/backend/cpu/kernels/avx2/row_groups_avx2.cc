@@ -232,13 +232,9 @@ void set_row_group_kernels(Kernels& k) {
   // entries, models keep Q3_K's rows.
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
-  // Q5_K's, Q6_K's and IQ4_XS's groups have no AVX2 kernels: their row kernels keep the rows.
-  for (WeightKernels* w : {&k.q5_k, &k.q6_k, &k.iq4_xs}) {
-    w->to_row_group = nullptr;
-    w->gemm_row_groups = nullptr;
-  }
-  // The 32-weight block types' groups have no AVX2 kernels either.
-  for (WeightKernels* w : {&k.q4_0, &k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl}) {
+  // The other types' groups have no AVX2 kernels: their row kernels keep the rows.
+  for (WeightKernels* w :
+       {&k.q5_k, &k.q6_k, &k.iq4_xs, &k.q4_0, &k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl}) {
     w->to_row_group = nullptr;
     w->gemm_row_groups = nullptr;
   }

@@ -27,6 +27,16 @@ inline __m512i broadcast32(const uint8_t* p) {
 // 3 << 2k in every byte: the 2-bit codes at bits 2k, left times 4^k.
 inline __m512i crumb_mask(int k) { return _mm512_set1_epi8(static_cast<char>(3 << (2 * k))); }
 
+// codes with bit k of each byte of h joined at bit 4 (codes' bit 4 clear). The 16-bit shifts carry
+// bits across bytes only below bit 4 (left shifts of at most 4) or above it (right shifts of at
+// most 3), which the mask drops.
+inline __m512i join_bit_4(__m512i codes, __m512i h, int k) {
+  const __m512i moved = k < 4    ? _mm512_slli_epi16(h, 4 - k)
+                        : k == 4 ? h
+                                 : _mm512_srli_epi16(h, k - 4);
+  return _mm512_ternarylogic_epi32(codes, moved, _mm512_set1_epi8(0x10), 0xf8);  // a | (b & c)
+}
+
 // Two sub-blocks' int32 sums as the int16 pair (even, odd) in each 32-bit lane (both fit).
 inline __m512i pack_pair(__m512i even, __m512i odd) {
   return _mm512_mask_blend_epi16(0xaaaaaaaa, even, _mm512_slli_epi32(odd, 16));

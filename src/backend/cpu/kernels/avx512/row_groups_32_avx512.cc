@@ -11,7 +11,6 @@
 
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 #include "backend/cpu/kernels/avx512/row_group_tiles.h"
-#include "backend/cpu/kernels/generic/generic_kernels.h"
 
 namespace hearth::cpu::avx512 {
 namespace {
@@ -26,14 +25,11 @@ inline Nibbles nibbles(__m512i v) {
 }
 
 // Q5's fifth bits of code vector w's low nibbles (bit w of the high bytes) and high nibbles (bit
-// 4 + w) joined to them at bit 4. The 16-bit shifts carry bits across bytes only below bit 4 (left
-// shifts of at most 4) or above it (right shifts of at most 3), which the mask drops.
+// 4 + w) joined to them at bit 4.
 inline void join_fifth_bits(const uint8_t* high, int w, Nibbles& n) {
   const __m512i h = _mm512_loadu_si512(high);
-  const __m512i bit4 = _mm512_set1_epi8(0x10);
-  // a | (b & c)
-  n.low = _mm512_ternarylogic_epi32(n.low, _mm512_slli_epi16(h, 4 - w), bit4, 0xf8);
-  n.high = _mm512_ternarylogic_epi32(n.high, w == 0 ? h : _mm512_srli_epi16(h, w), bit4, 0xf8);
+  n.low = join_bit_4(n.low, h, w);
+  n.high = join_bit_4(n.high, h, 4 + w);
 }
 
 // The unsigned codes u (row_groups.h, group_offset_shift) of code vector w's low and high nibbles.
@@ -126,16 +122,14 @@ template <typename Group>
 void set_32(WeightKernels& k) {
   // Q5's fifth bits cost a join per code vector and tile: tiles of 6 tokens share it further
   // (8 ran slower than 4 for every type here).
-  constexpr int kTokens = requires(const Group& g) { g.high; }
-  ? 6 : 4;
+  constexpr bool kFifthBits = requires(const Group& g) { g.high; };
+  constexpr int kTokens = kFifthBits ? 6 : 4;
   k.gemm_row_groups = gemm_groups<Group, kTokens, Kernel32<Group>::template Tile, kQK>;
 }
 
 }  // namespace
 
 void set_row_group_32_kernels(Kernels& k) {
-  // The AVX2 table below this one clears these types' groups; the layouts are the generic ones.
-  generic::set_row_group_32_kernels(k);
   set_32<GroupQ4_0>(k.q4_0);
   set_32<GroupQ4_1>(k.q4_1);
   set_32<GroupQ5_0>(k.q5_0);

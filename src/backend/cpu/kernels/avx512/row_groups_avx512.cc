@@ -204,11 +204,9 @@ struct Q3_K {
 }  // namespace
 
 void set_row_group_kernels(Kernels& k) {
-  // (The AVX2 table this one starts from has no Q3_K, Q5_K, Q6_K or IQ4_XS groups.)
-  k.q3_k.to_row_group = generic::to_row_group_q3_k;
-  k.q5_k.to_row_group = generic::to_row_group_q5_k;
-  k.iq4_xs.to_row_group = generic::to_row_group_iq4_xs;
-  k.q6_k.to_row_group = generic::to_row_group_q6_k;
+  // Every type's rewrite (and scalar product) again, since the AVX2 table this one starts from
+  // clears the types it has no kernels for; every product is replaced below.
+  generic::set_row_group_kernels(k);
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, 4, Q2_K>;
   k.q3_k.gemm_row_groups = gemm_groups<GroupQ3_K, 4, Q3_K>;
   set_nibble_row_group_kernels(k);

@@ -15,8 +15,8 @@
 namespace hearth::cpu::avx512 {
 namespace {
 
-// Q4_K's (or Q5_K's) scale and min of sub-block j, one row per lane: as int32 (`scale`, `min`)
-// and in both int16 halves of the lane (`scale_pair`, `min_pair`).
+// Q4_K's (or Q5_K's) scale and min of sub-block j, one row per lane: each in both int16 halves of
+// the lane (`scale_pair`, `min_pair`), and the scale as int32 (`scale`).
 struct ScaleMinPairs {
   __m512i scale_pair, min_pair, scale;
 };
@@ -78,12 +78,6 @@ void group_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, size_t ldx, fl
       });
 }
 
-// Bit k of h's bytes at bit 4 of each byte, the other bits left anywhere but bit 4: 16-bit shifts
-// of at most 4 left or 3 right carry bits across bytes only below bit 4 or above it.
-inline __m512i bit_to_4(__m512i h, int k) {
-  return k < 4 ? _mm512_slli_epi16(h, 4 - k) : k == 4 ? h : _mm512_srli_epi16(h, k - 4);
-}
-
 // Tokens x[0..T) against one Q5_K group of 16 rows: y[t * ldy + r]. The nibbles with their fifth
 // bits joined at bit 4 (0..31); a sub-block's sum, which can pass 2^15 even per half, meets its
 // scale in int32 (vpmulld).
@@ -91,7 +85,6 @@ template <int T>
 void group_q5_k(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, float* y,
                 size_t ldy) {
   const __m512i nibble = _mm512_set1_epi8(0x0f);
-  const __m512i bit4 = _mm512_set1_epi8(0x10);
   column_loop<T, 0>(
       nb, g, x, ldx, y, ldy,
       [&](const GroupQ5_K& gc, const auto& xs, auto& total, auto& min_total) {
@@ -103,12 +96,9 @@ void group_q5_k(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, fl
           for (int w = 0; w < 8; ++w) {
             const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
             const __m512i h = _mm512_loadu_si512(gc.high[w]);
-            // a | (b & c)
             const __m512i codes[2] = {
-                _mm512_ternarylogic_epi32(_mm512_and_si512(v, nibble), bit_to_4(h, 2 * m), bit4,
-                                          0xf8),
-                _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble),
-                                          bit_to_4(h, 2 * m + 1), bit4, 0xf8)};
+                join_bit_4(_mm512_and_si512(v, nibble), h, 2 * m),
+                join_bit_4(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), h, 2 * m + 1)};
             for (int e = 0; e < 2; ++e) {
               const int64_t at = kAct.sub16[2 * (2 * m + e) + w / 4] + 4 * (w % 4);
               for (int t = 0; t < T; ++t) {
@@ -169,8 +159,7 @@ void group_iq4_xs(int64_t nb, const GroupIQ4_XS* g, const uint8_t* x, size_t ldx
                   _mm512_and_si512(_mm512_srli_epi32(high_bits, 2 * j), _mm512_set1_epi32(3)), 4));
           const __m512i scale = _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
           // The scale in both int16 halves of the lane (two's complement in the low one).
-          const __m512i pair =
-              _mm512_mask_blend_epi16(0xaaaaaaaa, scale, _mm512_slli_epi32(scale, 16));
+          const __m512i pair = pack_pair(scale, scale);
           for (int t = 0; t < T; ++t) {
             total[t] = _mm512_add_epi32(
                 total[t], _mm512_mullo_epi32(_mm512_add_epi32(low[t], high[t]), scale));

@@ -101,12 +101,8 @@ void set_block_kernels(Kernels& k);
 // scalar gemm_row_groups. Vector tables keep to_row_group and replace the product, or clear both
 // where the groups do not pay.
 void set_row_group_kernels(Kernels& k);
-void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out);
-void to_row_group_q5_k(int64_t n, const void* w, size_t ldw, void* out);
-void to_row_group_iq4_xs(int64_t n, const void* w, size_t ldw, void* out);
-void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out);
 // The same for the 32-weight block types Q4_0, Q4_1, Q5_0, Q5_1 and IQ4_NL (row_groups_32.cc),
-// which set_row_group_kernels sets too; vector tables that cleared them set them again here.
+// part of set_row_group_kernels.
 void set_row_group_32_kernels(Kernels& k);
 
 // Whether any of the nt coefficients of row j is non-zero (a zero row is skipped unread).

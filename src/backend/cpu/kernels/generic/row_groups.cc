@@ -110,8 +110,6 @@ float row_q2_k(int64_t n, const GroupQ2_K* g, int r, const uint8_t* x) {
   });
 }
 
-}  // namespace
-
 void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
   auto* groups = static_cast<GroupQ3_K*>(out);
@@ -136,8 +134,6 @@ void to_row_group_q3_k(int64_t n, const void* w, size_t ldw, void* out) {
     }
   }
 }
-
-namespace {
 
 // Row r's high bit of weight l of sub-block j in a Q3_K group.
 int high_bit(const GroupQ3_K& g, int r, int j, int l) {
@@ -220,12 +216,6 @@ float row_q45_k(int64_t n, const Group* g, int r, const uint8_t* x) {
   });
 }
 
-}  // namespace
-
-void to_row_group_q5_k(int64_t n, const void* w, size_t ldw, void* out) {
-  to_row_group_q45_k<GroupQ5_K, BlockQ5_K>(n, w, ldw, out);
-}
-
 void to_row_group_iq4_xs(int64_t n, const void* w, size_t ldw, void* out) {
   const auto* rows = static_cast<const uint8_t*>(w);
   auto* groups = static_cast<GroupIQ4_XS*>(out);
@@ -268,8 +258,6 @@ void to_row_group_q6_k(int64_t n, const void* w, size_t ldw, void* out) {
     }
   }
 }
-
-namespace {
 
 // Row r's 6-bit code (before the -32) of weight l (0..31) of 32-block b in a Q6_K group.
 int q6_k_code(const GroupQ6_K& g, int r, int b, int l) {
@@ -338,7 +326,7 @@ void set_row_group_kernels(Kernels& k) {
   k.q3_k.gemm_row_groups = gemm_row_groups<GroupQ3_K, row_q3_k>;
   k.q4_k.to_row_group = to_row_group_q45_k<GroupQ4_K, BlockQ4_K>;
   k.q4_k.gemm_row_groups = gemm_row_groups<GroupQ4_K, row_q45_k<GroupQ4_K>>;
-  k.q5_k.to_row_group = to_row_group_q5_k;
+  k.q5_k.to_row_group = to_row_group_q45_k<GroupQ5_K, BlockQ5_K>;
   k.q5_k.gemm_row_groups = gemm_row_groups<GroupQ5_K, row_q45_k<GroupQ5_K>>;
   k.q6_k.to_row_group = to_row_group_q6_k;
   k.q6_k.gemm_row_groups = gemm_row_groups<GroupQ6_K, row_q6_k>;
