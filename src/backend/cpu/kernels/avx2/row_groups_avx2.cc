@@ -232,9 +232,9 @@ void set_row_group_kernels(Kernels& k) {
   // entries, models keep Q3_K's rows.
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
+  set_row_group_32_kernels(k);
   // The other types' groups have no AVX2 kernels: their row kernels keep the rows.
-  for (WeightKernels* w :
-       {&k.q5_k, &k.q6_k, &k.iq4_xs, &k.q4_0, &k.q4_1, &k.q5_0, &k.q5_1, &k.iq4_nl}) {
+  for (WeightKernels* w : {&k.q5_k, &k.q6_k, &k.iq4_xs}) {
     w->to_row_group = nullptr;
     w->gemm_row_groups = nullptr;
   }

@@ -10,6 +10,7 @@ Kernels kernels() {
   k.isa = Isa::AvxVnni;
   set_quant_kernels(k);
   set_block_kernels(k);
+  set_row_group_kernels(k);
   return k;
 }
 
