@@ -4,8 +4,9 @@
 // against four activation bytes broadcast gives each row two int16 partial sums, added over the
 // sub-block's quads (at most 4 * 2 * 3 * 128, or 8 * 2 * 15 * 128: no saturation); vpmaddwd
 // against the sub-block's scale in both halves of the row's lane then gives scale times the
-// sub-block's sum, exactly. The mins meet the activations' sums of 16 by vpmaddwd too. The
-// generic reference (generic/row_groups.cc) gives the same bits.
+// sub-block's sum, exactly. The mins meet the activations' sums of 16 by vpmaddwd too. A lone
+// Q4_K token takes both halves at once (one_token_q4_k). The generic reference
+// (generic/row_groups.cc) gives the same bits.
 #include <immintrin.h>
 
 #include <cstring>
@@ -192,17 +193,108 @@ void half_q4_k(int64_t nb, const GroupQ4_K* g, int h, const uint8_t* x, size_t l
       });
 }
 
-// Tiles of up to two tokens per group, each half of 8 rows through Half<T>.
-template <typename Group, template <int> class Half>
+// Q4_K's scales and mins of sub-blocks 2p (index 0) and 2p + 1 of one group column, a byte per
+// row (group_q4_k_scale_min), 16 rows a vector. The 16-bit shifts carry bits across bytes only
+// where the masks drop them.
+struct ScaleMinBytes {
+  __m128i scale[2], min[2];
+};
+ScaleMinBytes q4_k_scale_bytes(const GroupQ4_K& g, int p) {
+  const auto load = [](const uint8_t* b) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  };
+  const __m128i a = load(g.scale_low[2 * p]), b = load(g.scale_low[2 * p + 1]);
+  const __m128i high = load(g.scale_high[p]);
+  const __m128i low4 = _mm_set1_epi8(15), top = _mm_set1_epi8(0x30);
+  const auto join = [&](__m128i low, __m128i high_at_4) {
+    return _mm_or_si128(_mm_and_si128(low, low4), _mm_and_si128(high_at_4, top));
+  };
+  return {{join(a, _mm_slli_epi16(high, 4)), join(b, high)},
+          {join(_mm_srli_epi16(a, 4), _mm_slli_epi16(high, 2)),
+           join(_mm_srli_epi16(b, 4), _mm_srli_epi16(high, 2))}};
+}
+// Rows [8h, 8h + 8) of 16 bytes, each in both int16 halves of its row's lane.
+__m256i row_pairs(__m128i bytes, int h) {
+  return _mm256_cvtepu8_epi16(h == 0 ? _mm_unpacklo_epi8(bytes, bytes)
+                                     : _mm_unpackhi_epi8(bytes, bytes));
+}
+
+// One token against a whole Q4_K group (both halves at once, so each activation broadcast meets
+// 16 rows, and each sub-block pair's scales decoded once for 16 rows): y[r]. The same integer
+// sums and FMAs as half_q4_k.
+void one_token_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, float* y) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  __m256 sum[2] = {}, mins[2] = {};
+  for (int64_t c = 0; c < nb; ++c) {
+    const GroupQ4_K& gc = g[c];
+    prefetch_ahead(&gc);
+    const uint8_t* xs = x + c * kActGroupBytes;
+    __m256i total[2] = {}, min_total[2] = {};
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; ++m) {
+      // acc[e][h]: sub-block 2m + e, half h, in int16 pairs (at most 8 * 2 * 15 * 127).
+      __m256i acc[2][2] = {};
+#pragma GCC unroll 8
+      for (int w = 0; w < 8; ++w) {
+        __m256i xe[2];
+        for (int e = 0; e < 2; ++e) {
+          xe[e] = broadcast32(xs + kAct.sub16[2 * (2 * m + e) + w / 4] + 4 * (w % 4));
+        }
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.codes[8 * m + w] + 32 * h));
+          acc[0][h] =
+              _mm256_add_epi16(acc[0][h], _mm256_maddubs_epi16(_mm256_and_si256(v, nibble), xe[0]));
+          acc[1][h] = _mm256_add_epi16(
+              acc[1][h],
+              _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), xe[1]));
+        }
+      }
+      const ScaleMinBytes sm = q4_k_scale_bytes(gc, m);
+      for (int e = 0; e < 2; ++e) {
+        const __m256i pair = broadcast32(xs + kAct.pair[2 * m + e]);
+        for (int h = 0; h < 2; ++h) {
+          total[h] =
+              _mm256_add_epi32(total[h], _mm256_madd_epi16(acc[e][h], row_pairs(sm.scale[e], h)));
+          min_total[h] =
+              _mm256_add_epi32(min_total[h], _mm256_madd_epi16(row_pairs(sm.min[e], h), pair));
+        }
+      }
+    }
+    float dx;
+    std::memcpy(&dx, xs + kActScalesOffset, sizeof dx);
+    const __m256 vdx = _mm256_set1_ps(dx);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.d + 8 * h)));
+      const __m256 dmin =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gc.dmin + 8 * h)));
+      sum[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(total[h]), sum[h]);
+      mins[h] =
+          _mm256_fmadd_ps(_mm256_mul_ps(dmin, vdx), _mm256_cvtepi32_ps(min_total[h]), mins[h]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + 8 * h, _mm256_sub_ps(sum[h], mins[h]));
+}
+
+// Tiles of up to two tokens per group, each half of 8 rows through Half<T>; with One, a lone
+// token through One(nb, group, x, y) instead.
+template <typename Group, template <int> class Half,
+          void (*One)(int64_t, const Group*, const uint8_t*, float*) = nullptr>
 void gemm_groups(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                  int64_t nt, float* y, size_t ldy) {
   const auto* xb = static_cast<const uint8_t*>(x);
   for_each_group_tile<2>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
     const auto* g =
         reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
-    for (int h = 0; h < 2; ++h) {
-      Half<decltype(tokens)::value>::run(n / kQK_K, g, h, xb + t * ldx, ldx,
-                                         y + t * ldy + gi * kGroupRows + 8 * h, ldy);
+    constexpr int T = decltype(tokens)::value;
+    if constexpr (T == 1 && One != nullptr) {
+      One(n / kQK_K, g, xb + t * ldx, y + t * ldy + gi * kGroupRows);
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        Half<T>::run(n / kQK_K, g, h, xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows + 8 * h,
+                     ldy);
+      }
     }
   });
 }
@@ -226,7 +318,7 @@ struct Q4_K {
 
 void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, Q2_K>;
-  k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, Q4_K>;
+  k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, Q4_K, one_token_q4_k>;
   // Q3_K's groups do not pay at this level: without VNNI each quad's high bits cost as much
   // unpacking as the row layout's kernels spend per weight (docs/benchmarks.md). Without the
   // entries, models keep Q3_K's rows.
