@@ -325,8 +325,9 @@ void set_row_group_kernels(Kernels& k) {
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
   set_row_group_32_kernels(k);
+  set_row_group_q6_k_kernels(k);
   // The other types' groups have no AVX2 kernels: their row kernels keep the rows.
-  for (WeightKernels* w : {&k.q5_k, &k.q6_k, &k.iq4_xs}) {
+  for (WeightKernels* w : {&k.q5_k, &k.iq4_xs}) {
     w->to_row_group = nullptr;
     w->gemm_row_groups = nullptr;
   }

@@ -13,7 +13,8 @@ namespace hearth::cpu::avxvnni {
 void set_quant_kernels(Kernels& k);
 // The same for the block types of core/quant_blocks.h.
 void set_block_kernels(Kernels& k);
-// The products over the 32-weight types' row groups (row_groups_avxvnni.cc), over the AVX2 table's.
+// The products over the 32-weight types' and Q6_K's row groups (row_groups_avxvnni.cc), over the
+// AVX2 table's.
 void set_row_group_kernels(Kernels& k);
 
 // The AVX2 table with every quantized type's dot, gemm and gemm_gather kernels replaced.

@@ -1,0 +1,221 @@
+// The products over Q6_K row groups (kernels/row_groups.h) with 256-bit vectors, for the AVX2 and
+// the AVX-VNNI tables. Each 32-bit lane is a row; a group column is two halves of 8 rows, bytes
+// 0-31 and 32-63 of each code vector, both taken at once so that each activation broadcast meets
+// 16 rows. A quad's 6-bit codes u are joined from their low nibble and their top two bits (moved
+// to bit 4) and meet the activation quad broadcast; each sub-block's sum meets its int8 scale,
+// and the codes' offset of 32 comes off through the activations' sums of 16, against the scales
+// (sub-block pairs, vpmaddwd): every sum is exact in int32, and a column's result is finished by
+// the reference's FMA (generic/row_groups.cc), so every level gives the same bits.
+//
+// Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 a quad's pair
+// sums reach 2 * 63 * 127, so a chain holds two quads (half a sub-block) in int16 and meets the
+// scale by vpmaddwd; under VNNI a chain holds a whole sub-block in int32 and meets the scale by
+// vpmulld.
+//
+// Instantiate only with a Dp from the caller's anonymous namespace (see quant_tiles.h). Include
+// only from files compiled with AVX2/FMA/F16C.
+#pragma once
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/kernels/row_groups.h"
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/block_tiles.h"
+
+namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
+
+template <typename Dp>
+struct Q6_KTiles {
+  static constexpr bool kVnni = requires(__m256i v) { Dp::dot(v, v, v); };
+  static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
+  static constexpr int H = 2;  // row halves
+
+  static __m256i broadcast32(const uint8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+  }
+  static __m128i load16(const void* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+
+  // The codes u of weights 32 b + 4 w + i (32-block b, quad w) of half h's rows: the low nibble
+  // of low[8 m + w] (b = 2 m + e: the high nibble for e = 1) joined with the top bits at bits
+  // 2 (e + 2 (w / 4)) of high[4 m + w % 4], moved to bits 4-5. The 16-bit shifts carry bits
+  // across bytes only where the masks drop them.
+  static __m256i codes(const GroupQ6_K& g, int b, int w, int h) {
+    const int m = b / 2, e = b % 2, k = 2 * (e + 2 * (w / 4));
+    const __m256i v =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.low[8 * m + w] + 32 * h));
+    const __m256i hv =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.high[4 * m + w % 4] + 32 * h));
+    const __m256i nibble =
+        _mm256_and_si256(e == 0 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+    const __m256i top = k < 4    ? _mm256_slli_epi16(hv, 4 - k)
+                        : k == 4 ? hv
+                                 : _mm256_srli_epi16(hv, k - 4);
+    return _mm256_or_si256(nibble, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  }
+
+  // Half h's rows of 16 int8 values (one per row), sign-extended: each in both int16 halves of
+  // its row's lane (`duplicated`), or paired with the next sub-block's (`paired`).
+  static __m256i duplicated(__m128i v, int h) {
+    return _mm256_cvtepi8_epi16(h == 0 ? _mm_unpacklo_epi8(v, v) : _mm_unpackhi_epi8(v, v));
+  }
+  static __m256i paired(__m128i a, __m128i b, int h) {
+    return _mm256_cvtepi8_epi16(h == 0 ? _mm_unpacklo_epi8(a, b) : _mm_unpackhi_epi8(a, b));
+  }
+
+  // Adds one column's exact integer sums, sum_j s_j sum_l (u_l - 32) x_l, for tokens xs[0..T)
+  // into total[h][t]. codes_of(b, w, h) gives codes().
+  template <int T, typename CodesOf>
+  [[gnu::always_inline]] static inline void column(const GroupQ6_K& gc,
+                                                   const uint8_t* const (&xs)[T],
+                                                   __m256i (&total)[H][T],
+                                                   const CodesOf& codes_of) {
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; ++b) {
+#pragma GCC unroll 2
+      for (int s = 0; s < 2; ++s) {
+        const int j = 2 * b + s;
+        const __m128i scale_bytes = load16(gc.scales[j]);
+        if constexpr (kVnni) {
+          __m256i chain[H][T] = {};
+#pragma GCC unroll 4
+          for (int q = 0; q < 4; ++q) {
+            __m256i x[T];
+            for (int t = 0; t < T; ++t) x[t] = broadcast32(xs[t] + kAct.sub16[j] + 4 * q);
+            for (int h = 0; h < H; ++h) {
+              const __m256i u = codes_of(b, 4 * s + q, h);
+              for (int t = 0; t < T; ++t) chain[h][t] = Dp::dot(chain[h][t], u, x[t]);
+            }
+          }
+          for (int h = 0; h < H; ++h) {
+            const __m256i scale =
+                _mm256_cvtepi8_epi32(h == 0 ? scale_bytes : _mm_srli_si128(scale_bytes, 8));
+            for (int t = 0; t < T; ++t) {
+              total[h][t] = _mm256_add_epi32(total[h][t], _mm256_mullo_epi32(chain[h][t], scale));
+            }
+          }
+        } else {
+          __m256i scale[H];
+          for (int h = 0; h < H; ++h) scale[h] = duplicated(scale_bytes, h);
+#pragma GCC unroll 2
+          for (int p = 0; p < 2; ++p) {
+            __m256i chain[H][T] = {};
+#pragma GCC unroll 2
+            for (int q = 2 * p; q < 2 * p + 2; ++q) {
+              __m256i x[T];
+              for (int t = 0; t < T; ++t) x[t] = broadcast32(xs[t] + kAct.sub16[j] + 4 * q);
+              for (int h = 0; h < H; ++h) {
+                const __m256i u = codes_of(b, 4 * s + q, h);
+                for (int t = 0; t < T; ++t) {
+                  chain[h][t] = _mm256_add_epi16(chain[h][t], _mm256_maddubs_epi16(u, x[t]));
+                }
+              }
+            }
+            for (int h = 0; h < H; ++h) {
+              for (int t = 0; t < T; ++t) {
+                total[h][t] =
+                    _mm256_add_epi32(total[h][t], _mm256_madd_epi16(chain[h][t], scale[h]));
+              }
+            }
+          }
+        }
+      }
+      // The offset: 32 s_j times the sum of 16 of sub-blocks 2b and 2b + 1, one vpmaddwd.
+      const __m128i a = load16(gc.scales[2 * b]), c = load16(gc.scales[2 * b + 1]);
+      for (int h = 0; h < H; ++h) {
+        const __m256i scales32 = _mm256_slli_epi16(paired(a, c, h), 5);
+        for (int t = 0; t < T; ++t) {
+          total[h][t] = _mm256_sub_epi32(
+              total[h][t], _mm256_madd_epi16(scales32, broadcast32(xs[t] + kAct.pair[b])));
+        }
+      }
+    }
+  }
+
+  // Tokens x[0..T) against one group over nb columns: y[t * ldy + r]. codes_of(c, b, w, h) gives
+  // column c's codes(). One token prefetches each column's bytes ahead, as a forward stream.
+  template <int T, typename CodesOf>
+  static void run(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t ldx, float* y,
+                  size_t ldy, const CodesOf& codes_of) {
+    __m256 sum[H][T] = {};
+    for (int64_t c = 0; c < nb; ++c) {
+      const GroupQ6_K& gc = g[c];
+      if constexpr (T == 1) {
+        const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
+        for (size_t line = 0; line < sizeof(GroupQ6_K); line += 64) {
+          _mm_prefetch(p + line, _MM_HINT_T0);
+        }
+      }
+      const uint8_t* xs[T];
+      for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
+      __m256i total[H][T] = {};
+      column<T>(gc, xs, total, [&](int b, int w, int h) { return codes_of(c, b, w, h); });
+      for (int h = 0; h < H; ++h) {
+        const __m256 d = load_f16x8(gc.d + 8 * h);
+        for (int t = 0; t < T; ++t) {
+          float dx;
+          std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
+          sum[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)),
+                                      _mm256_cvtepi32_ps(total[h][t]), sum[h][t]);
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, sum[h][t]);
+    }
+  }
+
+  // gemm_row_groups. One token joins the codes as it streams them; several join each group's
+  // codes once per call into a buffer (4 KiB a column: (c, b, w, h) at vector
+  // 128 c + 16 b + 2 w + h) that tiles of up to MaxTokens read.
+  template <int MaxTokens>
+  static void gemm(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+                   int64_t nt, float* y, size_t ldy) {
+    const int64_t nb = n / kQK_K;
+    const auto* xb = static_cast<const uint8_t*>(x);
+    const auto group = [&](int64_t gi) {
+      return reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
+                                                gi * kGroupRows * ldw);
+    };
+    if (nt == 1) {
+      for (int64_t gi = 0; gi < ng; ++gi) {
+        const GroupQ6_K* g = group(gi);
+        run<1>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+               [&](int64_t c, int b, int wq, int h) { return codes(g[c], b, wq, h); });
+      }
+      return;
+    }
+    std::vector<uint8_t> bytes(static_cast<size_t>(nb) * 128 * sizeof(__m256i));
+    auto* joined = reinterpret_cast<__m256i*>(bytes.data());
+    int64_t joined_group = -1;
+    for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
+      const GroupQ6_K* g = group(gi);
+      if (gi != joined_group) {
+        for (int64_t c = 0; c < nb; ++c) {
+          for (int b = 0; b < 8; ++b) {
+            for (int wq = 0; wq < 8; ++wq) {
+              for (int h = 0; h < H; ++h) {
+                _mm256_storeu_si256(joined + 128 * c + 16 * b + 2 * wq + h, codes(g[c], b, wq, h));
+              }
+            }
+          }
+        }
+        joined_group = gi;
+      }
+      run<decltype(tokens)::value>(
+          nb, g, xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
+          [&](int64_t c, int b, int wq, int h) {
+            return _mm256_loadu_si256(joined + 128 * c + 16 * b + 2 * wq + h);
+          });
+    });
+  }
+};
+
+}  // namespace HEARTH_AVX2_ABI
+}  // namespace hearth::cpu::avx2
