@@ -214,6 +214,26 @@ void for_each_group_tile(int64_t ng, int64_t nt, const Tile& tile) {
   }
 }
 
+// The driver of group kernels whose tiles read codes unpacked once per group and call: one token
+// runs one(g) for each group g; several run unpack(g) once per group, then tile(g, t, tokens) for
+// each of its tiles (as for_each_group_tile).
+template <int MaxTokens, typename One, typename Unpack, typename Tile>
+void for_each_unpacked_tile(int64_t ng, int64_t nt, const One& one, const Unpack& unpack,
+                            const Tile& tile) {
+  if (nt == 1) {
+    for (int64_t g = 0; g < ng; ++g) one(g);
+    return;
+  }
+  int64_t unpacked = -1;
+  for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t g, int64_t t, auto tokens) {
+    if (g != unpacked) {
+      unpack(g);
+      unpacked = g;
+    }
+    tile(g, t, tokens);
+  });
+}
+
 // Within a Q8K activation row's super-block (one group of act_layout.h): the offset of
 // sub-block j's 16 quants (block j / 2's first or last 16), and of the int16 pair of sums of 16
 // of sub-blocks 2 p and 2 p + 1 (block p's two halves, side by side).

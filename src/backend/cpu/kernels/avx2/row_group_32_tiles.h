@@ -263,20 +263,14 @@ struct Group32Tiles {
     const auto group = [&](int64_t gi) {
       return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
     };
-    if (nt == 1) {
-      for (int64_t gi = 0; gi < ng; ++gi) one_token(nb, group(gi), xb, y + gi * kGroupRows);
-      return;
-    }
-    std::vector<uint8_t> unpacked(static_cast<size_t>(nb) * 16 * sizeof(__m256i));
-    int64_t unpacked_group = -1;
-    for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
-      if (gi != unpacked_group) {
-        unpack(nb, group(gi), unpacked.data());
-        unpacked_group = gi;
-      }
-      tile<decltype(tokens)::value>(nb, group(gi), unpacked.data(), xb + t * ldx, ldx,
-                                    y + t * ldy + gi * kGroupRows, ldy);
-    });
+    std::vector<uint8_t> unpacked(nt > 1 ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
+    for_each_unpacked_tile<MaxTokens>(
+        ng, nt, [&](int64_t gi) { one_token(nb, group(gi), xb, y + gi * kGroupRows); },
+        [&](int64_t gi) { unpack(nb, group(gi), unpacked.data()); },
+        [&](int64_t gi, int64_t t, auto tokens) {
+          tile<decltype(tokens)::value>(nb, group(gi), unpacked.data(), xb + t * ldx, ldx,
+                                        y + t * ldy + gi * kGroupRows, ldy);
+        });
   }
 };
 

@@ -183,37 +183,35 @@ struct Q6_KTiles {
       return reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
                                                 gi * kGroupRows * ldw);
     };
-    if (nt == 1) {
-      for (int64_t gi = 0; gi < ng; ++gi) {
-        const GroupQ6_K* g = group(gi);
-        run<1>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
-               [&](int64_t c, int b, int wq, int h) { return codes(g[c], b, wq, h); });
-      }
-      return;
-    }
-    std::vector<uint8_t> bytes(static_cast<size_t>(nb) * 128 * sizeof(__m256i));
+    std::vector<uint8_t> bytes(nt > 1 ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
     auto* joined = reinterpret_cast<__m256i*>(bytes.data());
-    int64_t joined_group = -1;
-    for_each_group_tile<MaxTokens>(ng, nt, [&](int64_t gi, int64_t t, auto tokens) {
+    const auto join = [&](int64_t gi) {
       const GroupQ6_K* g = group(gi);
-      if (gi != joined_group) {
-        for (int64_t c = 0; c < nb; ++c) {
-          for (int b = 0; b < 8; ++b) {
-            for (int wq = 0; wq < 8; ++wq) {
-              for (int h = 0; h < H; ++h) {
-                _mm256_storeu_si256(joined + 128 * c + 16 * b + 2 * wq + h, codes(g[c], b, wq, h));
-              }
+      for (int64_t c = 0; c < nb; ++c) {
+        for (int b = 0; b < 8; ++b) {
+          for (int wq = 0; wq < 8; ++wq) {
+            for (int h = 0; h < H; ++h) {
+              _mm256_storeu_si256(joined + 128 * c + 16 * b + 2 * wq + h, codes(g[c], b, wq, h));
             }
           }
         }
-        joined_group = gi;
       }
-      run<decltype(tokens)::value>(
-          nb, g, xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
-          [&](int64_t c, int b, int wq, int h) {
-            return _mm256_loadu_si256(joined + 128 * c + 16 * b + 2 * wq + h);
-          });
-    });
+    };
+    for_each_unpacked_tile<MaxTokens>(
+        ng, nt,
+        [&](int64_t gi) {
+          const GroupQ6_K* g = group(gi);
+          run<1>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+                 [&](int64_t c, int b, int wq, int h) { return codes(g[c], b, wq, h); });
+        },
+        join,
+        [&](int64_t gi, int64_t t, auto tokens) {
+          run<decltype(tokens)::value>(
+              nb, group(gi), xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
+              [&](int64_t c, int b, int wq, int h) {
+                return _mm256_loadu_si256(joined + 128 * c + 16 * b + 2 * wq + h);
+              });
+        });
   }
 };
 
