@@ -17,12 +17,12 @@
 #pragma once
 
 #include <cstring>
-#include <vector>
 
 #include "backend/cpu/kernels/row_groups.h"
 
-// Last, in its own block: it switches on AVX2 code generation for everything below.
+// Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_tiles.h"
+#include "backend/cpu/kernels/avx2/row_group_columns.h"
 
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
@@ -171,47 +171,11 @@ struct Q6_KTiles {
     }
   }
 
-  // gemm_row_groups. One token joins the codes as it streams them; several join each group's
-  // codes once per call into a buffer (4 KiB a column: (c, b, w, h) at vector
-  // 128 c + 16 b + 2 w + h) that tiles of up to MaxTokens read.
+  // gemm_row_groups (row_group_columns.h).
   template <int MaxTokens>
   static void gemm(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
-    const int64_t nb = n / kQK_K;
-    const auto* xb = static_cast<const uint8_t*>(x);
-    const auto group = [&](int64_t gi) {
-      return reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
-                                                gi * kGroupRows * ldw);
-    };
-    std::vector<uint8_t> bytes(nt > 1 ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
-    auto* joined = reinterpret_cast<__m256i*>(bytes.data());
-    const auto join = [&](int64_t gi) {
-      const GroupQ6_K* g = group(gi);
-      for (int64_t c = 0; c < nb; ++c) {
-        for (int b = 0; b < 8; ++b) {
-          for (int wq = 0; wq < 8; ++wq) {
-            for (int h = 0; h < H; ++h) {
-              _mm256_storeu_si256(joined + 128 * c + 16 * b + 2 * wq + h, codes(g[c], b, wq, h));
-            }
-          }
-        }
-      }
-    };
-    for_each_unpacked_tile<MaxTokens>(
-        ng, nt,
-        [&](int64_t gi) {
-          const GroupQ6_K* g = group(gi);
-          run<1>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
-                 [&](int64_t c, int b, int wq, int h) { return codes(g[c], b, wq, h); });
-        },
-        join,
-        [&](int64_t gi, int64_t t, auto tokens) {
-          run<decltype(tokens)::value>(
-              nb, group(gi), xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
-              [&](int64_t c, int b, int wq, int h) {
-                return _mm256_loadu_si256(joined + 128 * c + 16 * b + 2 * wq + h);
-              });
-        });
+    gemm_column_codes<Q6_KTiles, GroupQ6_K, MaxTokens>(n, w, ldw, ng, x, ldx, nt, y, ldy);
   }
 };
 

@@ -15,6 +15,9 @@
 #include "backend/cpu/kernels/row_groups.h"
 #include "backend/cpu/kernels/tile_set.h"
 
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/row_group_k32_tiles.h"
+
 namespace hearth::cpu::avx2 {
 namespace {
 
@@ -193,32 +196,6 @@ void half_q4_k(int64_t nb, const GroupQ4_K* g, int h, const uint8_t* x, size_t l
       });
 }
 
-// Q4_K's scales and mins of sub-blocks 2p (index 0) and 2p + 1 of one group column, a byte per
-// row (group_q4_k_scale_min), 16 rows a vector. The 16-bit shifts carry bits across bytes only
-// where the masks drop them.
-struct ScaleMinBytes {
-  __m128i scale[2], min[2];
-};
-ScaleMinBytes q4_k_scale_bytes(const GroupQ4_K& g, int p) {
-  const auto load = [](const uint8_t* b) {
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
-  };
-  const __m128i a = load(g.scale_low[2 * p]), b = load(g.scale_low[2 * p + 1]);
-  const __m128i high = load(g.scale_high[p]);
-  const __m128i low4 = _mm_set1_epi8(15), top = _mm_set1_epi8(0x30);
-  const auto join = [&](__m128i low, __m128i high_at_4) {
-    return _mm_or_si128(_mm_and_si128(low, low4), _mm_and_si128(high_at_4, top));
-  };
-  return {{join(a, _mm_slli_epi16(high, 4)), join(b, high)},
-          {join(_mm_srli_epi16(a, 4), _mm_slli_epi16(high, 2)),
-           join(_mm_srli_epi16(b, 4), _mm_srli_epi16(high, 2))}};
-}
-// Rows [8h, 8h + 8) of 16 bytes, each in both int16 halves of its row's lane.
-__m256i row_pairs(__m128i bytes, int h) {
-  return _mm256_cvtepu8_epi16(h == 0 ? _mm_unpacklo_epi8(bytes, bytes)
-                                     : _mm_unpackhi_epi8(bytes, bytes));
-}
-
 // One token against a whole Q4_K group (both halves at once, so each activation broadcast meets
 // 16 rows, and each sub-block pair's scales decoded once for 16 rows): y[r]. The same integer
 // sums and FMAs as half_q4_k.
@@ -325,12 +302,7 @@ void set_row_group_kernels(Kernels& k) {
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
   set_row_group_32_kernels(k);
-  set_row_group_q6_k_kernels(k);
-  // The other types' groups have no AVX2 kernels: their row kernels keep the rows.
-  for (WeightKernels* w : {&k.q5_k, &k.iq4_xs}) {
-    w->to_row_group = nullptr;
-    w->gemm_row_groups = nullptr;
-  }
+  set_row_group_kquant_kernels(k);
 }
 
 }  // namespace hearth::cpu::avx2

@@ -1,10 +1,12 @@
-// The products over row groups of the 32-weight block types and Q6_K in the AVX-VNNI table: the
-// 256-bit group kernels (avx2/row_group_32_tiles.h, avx2/row_group_q6_k_tiles.h) with the VEX
-// vpdpbusd. Every output is the AVX2 kernels' (and the scalar reference's) bits.
+// The products over row groups of the 32-weight block types, Q5_K, Q6_K and IQ4_XS in the
+// AVX-VNNI table: the 256-bit group kernels (avx2/row_group_32_tiles.h, row_group_k32_tiles.h,
+// row_group_q6_k_tiles.h) with the VEX vpdpbusd. Every output is the AVX2 kernels' (and the
+// scalar reference's) bits.
 #include "backend/cpu/kernels/avxvnni/avxvnni_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/row_group_32_tiles.h"
+#include "backend/cpu/kernels/avx2/row_group_k32_tiles.h"
 #include "backend/cpu/kernels/avx2/row_group_q6_k_tiles.h"
 #include "backend/cpu/kernels/avxvnni/dp_avx.h"
 
@@ -15,6 +17,8 @@ void set_row_group_kernels(Kernels& k) {
   avx2::set_group_32_kernels<DpAvx, 4>(k);
   // Q6_K: tiles of 3 (2 ran at 0.8x of the row panels).
   k.q6_k.gemm_row_groups = avx2::Q6_KTiles<DpAvx>::gemm<3>;
+  k.q5_k.gemm_row_groups = avx2::K32Tiles<DpAvx, GroupQ5_K>::gemm<2>;
+  k.iq4_xs.gemm_row_groups = avx2::K32Tiles<DpAvx, GroupIQ4_XS>::gemm<2>;
 }
 
 }  // namespace hearth::cpu::avxvnni

@@ -1,0 +1,65 @@
+// The gemm_row_groups driver shared by the 256-bit kernels over 256-weight group columns whose
+// codes come as 8 x 8 x 2 vectors a column (row_group_k32_tiles.h, row_group_q6_k_tiles.h): a
+// 32-weight (or 32-block) index a, a quad w and a row half h. Include only from files compiled
+// with AVX2/FMA/F16C.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cpu/kernels/row_groups.h"
+
+// Last, in its own block: it switches on AVX2 code generation for everything below.
+#include "backend/cpu/kernels/avx2/avx2_util.h"
+
+namespace hearth::cpu::avx2 {
+inline namespace HEARTH_AVX2_ABI {
+
+// Kernel::codes(gc, a, w, h) gives the codes of column gc; Kernel::run<T>(nb, g, x, ldx, y, ldy,
+// codes_of) takes tokens x[0..T) against one group, codes_of(c, a, w, h) giving column c's codes.
+// One token unpacks the codes as it streams them; several unpack each group's codes once per
+// call into a buffer (4 KiB a column: (c, a, w, h) at vector 128 c + 16 a + 2 w + h) that tiles of
+// up to MaxTokens read.
+template <typename Kernel, typename Group, int MaxTokens>
+void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+                       int64_t nt, float* y, size_t ldy) {
+  const int64_t nb = n / kQK_K;
+  const auto* xb = static_cast<const uint8_t*>(x);
+  const auto group = [&](int64_t gi) {
+    return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+  };
+  std::vector<uint8_t> bytes(nt > 1 ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
+  auto* unpacked = reinterpret_cast<__m256i*>(bytes.data());
+  const auto unpack = [&](int64_t gi) {
+    const Group* g = group(gi);
+    for (int64_t c = 0; c < nb; ++c) {
+      for (int a = 0; a < 8; ++a) {
+        for (int q = 0; q < 8; ++q) {
+          for (int h = 0; h < 2; ++h) {
+            _mm256_storeu_si256(unpacked + 128 * c + 16 * a + 2 * q + h,
+                                Kernel::codes(g[c], a, q, h));
+          }
+        }
+      }
+    }
+  };
+  for_each_unpacked_tile<MaxTokens>(
+      ng, nt,
+      [&](int64_t gi) {
+        const Group* g = group(gi);
+        Kernel::template run<1>(
+            nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+            [&](int64_t c, int a, int q, int h) { return Kernel::codes(g[c], a, q, h); });
+      },
+      unpack,
+      [&](int64_t gi, int64_t t, auto tokens) {
+        Kernel::template run<decltype(tokens)::value>(
+            nb, group(gi), xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
+            [&](int64_t c, int a, int q, int h) {
+              return _mm256_loadu_si256(unpacked + 128 * c + 16 * a + 2 * q + h);
+            });
+      });
+}
+
+}  // namespace HEARTH_AVX2_ABI
+}  // namespace hearth::cpu::avx2
