@@ -126,14 +126,14 @@ TEST(RowGroups, TheLevelsWhereTheyPayHaveThem) {
     const cpu::Kernels table = cpu::select_kernels(isa);
     EXPECT_NE(table.weights(DType::Q2_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
     EXPECT_NE(table.weights(DType::Q4_K).gemm_row_groups, nullptr) << cpu::isa_name(isa);
-    // Every type's but Q3_K's at every level.
+    // Every other grouped type's at every level, but Q3_K's with AVX-VNNI (its row panels pay
+    // more there).
     for (const DType t : {DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::Q4_0, DType::Q4_1,
                           DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
       EXPECT_NE(table.weights(t).gemm_row_groups, nullptr) << cpu::isa_name(isa);
     }
-    // Q3_K's only with AVX512-VNNI (and the reference).
-    const bool wide = isa == cpu::Isa::Scalar || isa == cpu::Isa::Avx512;
-    EXPECT_EQ(table.weights(DType::Q3_K).gemm_row_groups != nullptr, wide) << cpu::isa_name(isa);
+    EXPECT_EQ(table.weights(DType::Q3_K).gemm_row_groups != nullptr, isa != cpu::Isa::AvxVnni)
+        << cpu::isa_name(isa);
     // The 8-bit and float types keep their rows everywhere.
     for (const DType t : {DType::Q8_0, DType::F16}) {
       EXPECT_EQ(table.weights(t).gemm_row_groups, nullptr) << cpu::isa_name(isa);

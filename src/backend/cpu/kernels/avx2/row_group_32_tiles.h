@@ -75,13 +75,19 @@ struct Group32Tiles {
   }
 
   // One block's running integer sums for one row half and token: int16 chains under MaddAvx2
-  // (Q4's in `a` alone, Q5's low nibbles in `a` and high ones in `b`), otherwise one int32 sum
-  // in `a` (VNNI's, and IQ4_NL's widened signed products under MaddAvx2).
+  // (Q4's in `a` alone, Q5's low nibbles in `a` and high ones in `b`), otherwise int32 sums
+  // (VNNI's, in `a` or split, and IQ4_NL's widened signed products under MaddAvx2, in `a`).
   struct Chains {
     __m256i a, b;
   };
+  // Split: VNNI's low and high nibbles in chains of their own (`a`, `b`), so that one token
+  // does not wait on vpdpbusd's latency; tiles of several tokens have chains enough.
+  template <bool Split>
   static void add(const Codes& u, const Codes& abs_u, __m256i xl, __m256i xh, Chains& c) {
-    if constexpr (kVnni) {
+    if constexpr (kVnni && Split) {
+      c.a = Dp::dot(c.a, u.low, xl);
+      c.b = Dp::dot(c.b, u.high, xh);
+    } else if constexpr (kVnni) {
       c.a = Dp::dot(Dp::dot(c.a, u.low, xl), u.high, xh);
     } else if constexpr (kTable) {
       const __m256i ones = _mm256_set1_epi16(1);
@@ -98,8 +104,11 @@ struct Group32Tiles {
     }
   }
   // The block's exact integer dot product of codes and quants, before the offset.
+  template <bool Split>
   static __m256i dot(const Chains& c) {
-    if constexpr (kVnni || kTable) {
+    if constexpr (kVnni && Split) {
+      return _mm256_add_epi32(c.a, c.b);
+    } else if constexpr (kVnni || kTable) {
       return c.a;
     } else if constexpr (kFifthBits) {
       const __m256i ones = _mm256_set1_epi16(1);
@@ -136,7 +145,7 @@ struct Group32Tiles {
       for (int t = 0; t < T; ++t) {
         const uint8_t* q = xb[t] + kAct.quant[k] + 4 * w;
         const __m256i xl = broadcast32(q), xh = broadcast32(q + 32);
-        for (int h = 0; h < H; ++h) add(u[h], abs_u[h], xl, xh, c[h][t]);
+        for (int h = 0; h < H; ++h) add<T == 1>(u[h], abs_u[h], xl, xh, c[h][t]);
       }
     }
     for (int t = 0; t < T; ++t) {
@@ -146,7 +155,7 @@ struct Group32Tiles {
       std::memcpy(&sx, xb[t] + kAct.sum[k], sizeof sx);
       const __m256 vdx = _mm256_set1_ps(dx);
       for (int h = 0; h < H; ++h) {
-        __m256i exact = dot(c[h][t]);
+        __m256i exact = dot<T == 1>(c[h][t]);
         if constexpr (kMin && WithMins) {
           add_min(gc, h, dx, sx, mins[h][t]);
         } else if constexpr (!kMin && kOffsetShift >= 0) {

@@ -1,5 +1,5 @@
 // The gemm_row_groups driver shared by the 256-bit kernels over 256-weight group columns whose
-// codes come as 8 x 8 x 2 vectors a column (row_group_k32_tiles.h, row_group_q6_k_tiles.h): a
+// codes come as 8 x 8 x 2 vectors a column (row_group_k32_tiles.h, row_group_sub16_tiles.h): a
 // 32-weight (or 32-block) index a, a quad w and a row half h. Include only from files compiled
 // with AVX2/FMA/F16C.
 #pragma once

@@ -296,11 +296,6 @@ struct Q4_K {
 void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, Q2_K>;
   k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, Q4_K, one_token_q4_k>;
-  // Q3_K's groups do not pay at this level: without VNNI each quad's high bits cost as much
-  // unpacking as the row layout's kernels spend per weight (docs/benchmarks.md). Without the
-  // entries, models keep Q3_K's rows.
-  k.q3_k.to_row_group = nullptr;
-  k.q3_k.gemm_row_groups = nullptr;
   set_row_group_32_kernels(k);
   set_row_group_kquant_kernels(k);
 }

@@ -1,11 +1,13 @@
-// The products over Q6_K row groups (kernels/row_groups.h) with 256-bit vectors, for the AVX2 and
-// the AVX-VNNI tables. Each 32-bit lane is a row; a group column is two halves of 8 rows, bytes
-// 0-31 and 32-63 of each code vector, both taken at once so that each activation broadcast meets
-// 16 rows. A quad's 6-bit codes u are joined from their low nibble and their top two bits (moved
-// to bit 4) and meet the activation quad broadcast; each sub-block's sum meets its int8 scale,
-// and the codes' offset of 32 comes off through the activations' sums of 16, against the scales
-// (sub-block pairs, vpmaddwd): every sum is exact in int32, and a column's result is finished by
-// the reference's FMA (generic/row_groups.cc), so every level gives the same bits.
+// The products over row groups of the K-quants with sub-blocks of 16 weights and signed scales,
+// Q3_K and Q6_K (kernels/row_groups.h), with 256-bit vectors, for the AVX2 and the AVX-VNNI
+// tables. Each 32-bit lane is a row; a group column is two halves of 8 rows, bytes 0-31 and 32-63
+// of each code vector, both taken at once so that each activation broadcast meets 16 rows. A
+// quad's codes u are joined into one byte (Q6_K: the low nibble and the top two bits at bit 4,
+// 0..63; Q3_K: the crumb and the high bit at bit 2, 0..7) and meet the activation quad
+// broadcast; each sub-block's sum meets its scale, and the codes' offset (32 or 4) comes off
+// through the activations' sums of 16 against the scales (sub-block pairs, vpmaddwd): every sum
+// is exact in int32, and a column's result is finished by the reference's FMA
+// (generic/row_groups.cc), so every level gives the same bits.
 //
 // Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 a quad's pair
 // sums reach 2 * 63 * 127, so a chain holds two quads (half a sub-block) in int16 and meets the
@@ -17,6 +19,7 @@
 #pragma once
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/kernels/row_groups.h"
 
@@ -27,9 +30,12 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
-template <typename Dp>
-struct Q6_KTiles {
+template <typename Dp, typename Group>
+struct Sub16Tiles {
   static constexpr bool kVnni = requires(__m256i v) { Dp::dot(v, v, v); };
+  static constexpr bool kQ6 = std::is_same_v<Group, GroupQ6_K>;
+  // The codes' offset, 2^kOffsetShift.
+  static constexpr int kOffsetShift = kQ6 ? 5 : 2;
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
   static constexpr int H = 2;  // row halves
 
@@ -42,22 +48,57 @@ struct Q6_KTiles {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   }
 
-  // The codes u of weights 32 b + 4 w + i (32-block b, quad w) of half h's rows: the low nibble
-  // of low[8 m + w] (b = 2 m + e: the high nibble for e = 1) joined with the top bits at bits
-  // 2 (e + 2 (w / 4)) of high[4 m + w % 4], moved to bits 4-5. The 16-bit shifts carry bits
-  // across bytes only where the masks drop them.
-  static __m256i codes(const GroupQ6_K& g, int b, int w, int h) {
-    const int m = b / 2, e = b % 2, k = 2 * (e + 2 * (w / 4));
-    const __m256i v =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.low[8 * m + w] + 32 * h));
-    const __m256i hv =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.high[4 * m + w % 4] + 32 * h));
-    const __m256i nibble =
-        _mm256_and_si256(e == 0 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
-    const __m256i top = k < 4    ? _mm256_slli_epi16(hv, 4 - k)
-                        : k == 4 ? hv
-                                 : _mm256_srli_epi16(hv, k - 4);
-    return _mm256_or_si256(nibble, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  static __m256i load32(const uint8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  // The codes u of weights 32 b + 4 w + i (32-block b, quad w) of half h's rows. The 16-bit
+  // shifts carry bits across bytes only where the masks drop them.
+  static __m256i codes(const Group& g, int b, int w, int h) {
+    if constexpr (kQ6) {
+      // The low nibble of low[8 m + w] (b = 2 m + e: the high nibble for e = 1) joined with the
+      // top bits at bits 2 (e + 2 (w / 4)) of high[4 m + w % 4], moved to bits 4-5.
+      const int m = b / 2, e = b % 2, k = 2 * (e + 2 * (w / 4));
+      const __m256i v = load32(g.low[8 * m + w] + 32 * h);
+      const __m256i hv = load32(g.high[4 * m + w % 4] + 32 * h);
+      const __m256i nibble =
+          _mm256_and_si256(e == 0 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+      return _mm256_or_si256(nibble, _mm256_and_si256(shifted(hv, 4 - k), _mm256_set1_epi8(0x30)));
+    } else {
+      // Sub-block j = 2 b + w / 4, quad q = w % 4: the crumb at bits 2 (j % 4) of
+      // codes[4 (j / 4) + q], the high bit at bit (j % 4) + 4 (q % 2) of high[2 (j / 4) + q / 2],
+      // moved to bit 2.
+      const int j = 2 * b + w / 4, q = w % 4, k = j % 4;
+      const __m256i v = load32(g.codes[4 * (j / 4) + q] + 32 * h);
+      const __m256i hv = load32(g.high[2 * (j / 4) + q / 2] + 32 * h);
+      const __m256i crumb = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(3));
+      return _mm256_or_si256(
+          crumb, _mm256_and_si256(shifted(hv, 2 - k - 4 * (q % 2)), _mm256_set1_epi8(4)));
+    }
+  }
+  // v shifted left by s bits (right by -s) in 16-bit lanes.
+  static __m256i shifted(__m256i v, int s) {
+    return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
+  }
+
+  // The signed scales of sub-blocks 2b and 2b + 1, 16 rows as int8.
+  struct ScalePair {
+    __m128i first, second;
+  };
+  static ScalePair scales(const Group& g, int b) {
+    if constexpr (kQ6) {
+      return {load16(g.scales[2 * b]), load16(g.scales[2 * b + 1])};
+    } else {
+      // group_q3_k_scale: the low 4 bits of both in scale_low[b] (nibbles), the high 2 at bits
+      // 4 (b / 4) and 4 (b / 4) + 2 of scale_high[b % 4].
+      const __m128i low = load16(g.scale_low[b]);
+      const __m128i high = _mm_srli_epi16(load16(g.scale_high[b % 4]), 4 * (b / 4));
+      const __m128i low4 = _mm_set1_epi8(15), top = _mm_set1_epi8(0x30), bias = _mm_set1_epi8(32);
+      const __m128i first =
+          _mm_or_si128(_mm_and_si128(low, low4), _mm_and_si128(_mm_slli_epi16(high, 4), top));
+      const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(low, 4), low4),
+                                          _mm_and_si128(_mm_slli_epi16(high, 2), top));
+      return {_mm_sub_epi8(first, bias), _mm_sub_epi8(second, bias)};
+    }
   }
 
   // Half h's rows of 16 int8 values (one per row), sign-extended: each in both int16 halves of
@@ -69,19 +110,19 @@ struct Q6_KTiles {
     return _mm256_cvtepi8_epi16(h == 0 ? _mm_unpacklo_epi8(a, b) : _mm_unpackhi_epi8(a, b));
   }
 
-  // Adds one column's exact integer sums, sum_j s_j sum_l (u_l - 32) x_l, for tokens xs[0..T)
-  // into total[h][t]. codes_of(b, w, h) gives codes().
+  // Adds one column's exact integer sums, sum_j s_j sum_l (u_l - 2^kOffsetShift) x_l, for tokens
+  // xs[0..T) into total[h][t]. codes_of(b, w, h) gives codes().
   template <int T, typename CodesOf>
-  [[gnu::always_inline]] static inline void column(const GroupQ6_K& gc,
-                                                   const uint8_t* const (&xs)[T],
+  [[gnu::always_inline]] static inline void column(const Group& gc, const uint8_t* const (&xs)[T],
                                                    __m256i (&total)[H][T],
                                                    const CodesOf& codes_of) {
 #pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
+      const ScalePair sp = scales(gc, b);
 #pragma GCC unroll 2
       for (int s = 0; s < 2; ++s) {
         const int j = 2 * b + s;
-        const __m128i scale_bytes = load16(gc.scales[j]);
+        const __m128i scale_bytes = s == 0 ? sp.first : sp.second;
         if constexpr (kVnni) {
           __m256i chain[H][T] = {};
 #pragma GCC unroll 4
@@ -126,10 +167,10 @@ struct Q6_KTiles {
           }
         }
       }
-      // The offset: 32 s_j times the sum of 16 of sub-blocks 2b and 2b + 1, one vpmaddwd.
-      const __m128i a = load16(gc.scales[2 * b]), c = load16(gc.scales[2 * b + 1]);
+      // The offset: 2^kOffsetShift s_j times the sum of 16 of sub-blocks 2b and 2b + 1, one
+      // vpmaddwd.
       for (int h = 0; h < H; ++h) {
-        const __m256i scales32 = _mm256_slli_epi16(paired(a, c, h), 5);
+        const __m256i scales32 = _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift);
         for (int t = 0; t < T; ++t) {
           total[h][t] = _mm256_sub_epi32(
               total[h][t], _mm256_madd_epi16(scales32, broadcast32(xs[t] + kAct.pair[b])));
@@ -141,14 +182,14 @@ struct Q6_KTiles {
   // Tokens x[0..T) against one group over nb columns: y[t * ldy + r]. codes_of(c, b, w, h) gives
   // column c's codes(). One token prefetches each column's bytes ahead, as a forward stream.
   template <int T, typename CodesOf>
-  static void run(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t ldx, float* y,
-                  size_t ldy, const CodesOf& codes_of) {
+  static void run(int64_t nb, const Group* g, const uint8_t* x, size_t ldx, float* y, size_t ldy,
+                  const CodesOf& codes_of) {
     __m256 sum[H][T] = {};
     for (int64_t c = 0; c < nb; ++c) {
-      const GroupQ6_K& gc = g[c];
+      const Group& gc = g[c];
       if constexpr (T == 1) {
         const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
-        for (size_t line = 0; line < sizeof(GroupQ6_K); line += 64) {
+        for (size_t line = 0; line < sizeof(Group); line += 64) {
           _mm_prefetch(p + line, _MM_HINT_T0);
         }
       }
@@ -175,7 +216,7 @@ struct Q6_KTiles {
   template <int MaxTokens>
   static void gemm(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
-    gemm_column_codes<Q6_KTiles, GroupQ6_K, MaxTokens>(n, w, ldw, ng, x, ldx, nt, y, ldy);
+    gemm_column_codes<Sub16Tiles, Group, MaxTokens>(n, w, ldw, ng, x, ldx, nt, y, ldy);
   }
 };
 
