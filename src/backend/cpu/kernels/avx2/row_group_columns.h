@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/kernels/row_groups.h"
@@ -14,6 +15,31 @@
 
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
+
+// One token streams the groups from DRAM, one forward stream: each column prefetches the bytes
+// tiles::kStreamAhead on.
+template <typename Group>
+void prefetch_column(const Group& gc) {
+  const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
+  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+}
+
+// A column's float term for tokens xs[0..T) (their activation super-blocks): sum[h][t] +=
+// (f_r dx_t) v[h][t] for the rows r of half h, f the column's f16 factors (d or dmin), in the
+// reference's operation order.
+template <int T>
+void add_column_term(const uint16_t* f, const uint8_t* const (&xs)[T], const __m256i (&v)[2][T],
+                     __m256 (&sum)[2][T]) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256 fh = load_f16x8(f + 8 * h);
+    for (int t = 0; t < T; ++t) {
+      float dx;
+      std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
+      sum[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(fh, _mm256_set1_ps(dx)),
+                                  _mm256_cvtepi32_ps(v[h][t]), sum[h][t]);
+    }
+  }
+}
 
 // Kernel::codes(gc, a, w, h) gives the codes of column gc; Kernel::run<T>(nb, g, x, ldx, y, ldy,
 // codes_of) takes tokens x[0..T) against one group, codes_of(c, a, w, h) giving column c's codes.

@@ -155,24 +155,9 @@ struct K32Tiles {
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
       __m256i other[H][T] = {};
       add_min_sums<T>(g[c], xs, other);
-      add_min_terms<T>(g[c], xs, other, mins);
+      add_column_term<T>(g[c].dmin, xs, other, mins);
     }
   }
-  // mins += dmin dx other, per row half and token.
-  template <int T>
-  static void add_min_terms(const GroupQ5_K& gc, const uint8_t* const (&xs)[T],
-                            const __m256i (&other)[H][T], __m256 (&mins)[H][T]) {
-    for (int h = 0; h < H; ++h) {
-      const __m256 dmin = load_f16x8(gc.dmin + 8 * h);
-      for (int t = 0; t < T; ++t) {
-        float dx;
-        std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-        mins[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(dmin, _mm256_set1_ps(dx)),
-                                     _mm256_cvtepi32_ps(other[h][t]), mins[h][t]);
-      }
-    }
-  }
-
   // One column's exact integer sums for tokens xs[0..T): total[h][t] = sum_j s_j (codes . x),
   // and for VNNI's IQ4_XS offset other[h][t] = sum_j s_j (sum of x). codes_of(j, w, h) gives
   // codes().
@@ -281,10 +266,7 @@ struct K32Tiles {
     __m256 sum[H][T] = {}, mins[H][T] = {};
     for (int64_t c = 0; c < nb; ++c) {
       const Group& gc = g[c];
-      if constexpr (T == 1) {
-        const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
-        for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
-      }
+      if constexpr (T == 1) prefetch_column(gc);
       const uint8_t* xs[T];
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
       __m256i total[H][T] = {}, other[H][T] = {};
@@ -292,26 +274,16 @@ struct K32Tiles {
       // One token sums Q5_K's mins column by column; a tile after its products (add_mins).
       if constexpr (!kIq4 && T == 1) {
         add_min_sums<T>(gc, xs, other);
-        add_min_terms<T>(gc, xs, other, mins);
+        add_column_term<T>(gc.dmin, xs, other, mins);
       }
-      for (int h = 0; h < H; ++h) {
-        const __m256 d = load_f16x8(gc.d + 8 * h);
-        for (int t = 0; t < T; ++t) {
-          float dx;
-          std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-          const __m256 vdx = _mm256_set1_ps(dx);
-          if constexpr (kIq4) {
-            const __m256i exact =
-                kOffset ? _mm256_sub_epi32(total[h][t], _mm256_slli_epi32(other[h][t], 7))
-                        : total[h][t];
-            sum[h][t] =
-                _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(exact), sum[h][t]);
-          } else {
-            sum[h][t] =
-                _mm256_fmadd_ps(_mm256_mul_ps(d, vdx), _mm256_cvtepi32_ps(total[h][t]), sum[h][t]);
+      if constexpr (kOffset) {
+        for (int h = 0; h < H; ++h) {
+          for (int t = 0; t < T; ++t) {
+            total[h][t] = _mm256_sub_epi32(total[h][t], _mm256_slli_epi32(other[h][t], 7));
           }
         }
       }
+      add_column_term<T>(gc.d, xs, total, sum);
     }
     if constexpr (!kIq4 && T > 1) add_mins<T>(nb, g, x, ldx, mins);
     for (int h = 0; h < H; ++h) {

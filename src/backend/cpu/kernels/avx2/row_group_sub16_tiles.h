@@ -187,25 +187,12 @@ struct Sub16Tiles {
     __m256 sum[H][T] = {};
     for (int64_t c = 0; c < nb; ++c) {
       const Group& gc = g[c];
-      if constexpr (T == 1) {
-        const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
-        for (size_t line = 0; line < sizeof(Group); line += 64) {
-          _mm_prefetch(p + line, _MM_HINT_T0);
-        }
-      }
+      if constexpr (T == 1) prefetch_column(gc);
       const uint8_t* xs[T];
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
       __m256i total[H][T] = {};
       column<T>(gc, xs, total, [&](int b, int w, int h) { return codes_of(c, b, w, h); });
-      for (int h = 0; h < H; ++h) {
-        const __m256 d = load_f16x8(gc.d + 8 * h);
-        for (int t = 0; t < T; ++t) {
-          float dx;
-          std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-          sum[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(dx)),
-                                      _mm256_cvtepi32_ps(total[h][t]), sum[h][t]);
-        }
-      }
+      add_column_term<T>(gc.d, xs, total, sum);
     }
     for (int h = 0; h < H; ++h) {
       for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, sum[h][t]);

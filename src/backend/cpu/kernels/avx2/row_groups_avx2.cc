@@ -30,14 +30,6 @@ __m256i broadcast32(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// One token streams the groups from DRAM, one forward stream: each super-block column prefetches
-// the bytes tiles::kStreamAhead on, as the row-major one-token tiles do.
-template <typename Group>
-void prefetch_ahead(const Group* gc) {
-  const auto* p = reinterpret_cast<const char*>(gc) + tiles::kStreamAhead;
-  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
-}
-
 // Each row's int16 element 0 (`odd` false) or 1 of its lane in both halves of the lane.
 __m256i duplicate_halves(__m256i pairs, bool odd) {
   const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0,
@@ -70,7 +62,7 @@ template <int T, typename Group, typename Column>
   __m256 sum[T] = {}, mins[T] = {};
   for (int64_t c = 0; c < nb; ++c) {
     const Group& gc = g[c];
-    if constexpr (T == 1) prefetch_ahead(&gc);
+    if constexpr (T == 1) prefetch_column(gc);
     const uint8_t* xs[T];
     for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
     __m256i total[T] = {}, min_total[T] = {};
@@ -204,7 +196,7 @@ void one_token_q4_k(int64_t nb, const GroupQ4_K* g, const uint8_t* x, float* y) 
   __m256 sum[2] = {}, mins[2] = {};
   for (int64_t c = 0; c < nb; ++c) {
     const GroupQ4_K& gc = g[c];
-    prefetch_ahead(&gc);
+    prefetch_column(gc);
     const uint8_t* xs = x + c * kActGroupBytes;
     __m256i total[2] = {}, min_total[2] = {};
 #pragma GCC unroll 4
