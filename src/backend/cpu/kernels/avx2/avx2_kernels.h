@@ -29,8 +29,8 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
-// The products over row groups of Q2_K and Q4_K (row_groups_avx2.cc), of the 32-weight types
-// (set_row_group_32_kernels, row_groups_32_avx2.cc) and of Q3_K, Q5_K, Q6_K and IQ4_XS
+// The products over row groups of Q2_K (row_groups_avx2.cc), of the 32-weight types
+// (set_row_group_32_kernels, row_groups_32_avx2.cc) and of Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
 // (set_row_group_kquant_kernels, row_groups_kquants_avx2.cc): every type with groups.
 void set_row_group_kernels(Kernels& k);
 void set_row_group_32_kernels(Kernels& k);

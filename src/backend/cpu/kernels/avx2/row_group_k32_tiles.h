@@ -1,17 +1,17 @@
-// The products over row groups of the K-quant types with sub-blocks of 32 weights beyond Q4_K:
-// Q5_K and IQ4_XS (kernels/row_groups.h), with 256-bit vectors, for the AVX2 and the AVX-VNNI
-// tables. Each 32-bit lane is a row; a group column is two halves of 8 rows, both taken at once
-// so that each activation broadcast meets 16 rows. A quad's codes (Q5_K's nibble with its fifth
-// bit joined at bit 4; IQ4_XS's nibble looked up in its table) meet the activation quad
-// broadcast; each sub-block's sum meets its scale in int32, and a column's sums are finished by
-// the reference's FMAs (generic/row_groups.cc), so every level gives the same bits.
+// The products over row groups of the K-quant types with sub-blocks of 32 weights, Q4_K, Q5_K
+// and IQ4_XS (kernels/row_groups.h), with 256-bit vectors, for the AVX2 and the AVX-VNNI tables.
+// Each 32-bit lane is a row; a group column is two halves of 8 rows, both taken at once so that
+// each activation broadcast meets 16 rows. A quad's codes (Q4_K's nibble; Q5_K's with its fifth
+// bit joined at bit 4; IQ4_XS's looked up in its table) meet the activation quad broadcast; each
+// sub-block's sum meets its scale in int32, and a column's sums are finished by the reference's
+// FMAs (generic/row_groups.cc), so every level gives the same bits.
 //
 // Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 Q5_K's codes
-// (0..31) sum in int16 chains of four quads (2 * 4 * 31 * 127) that meet the scale by vpmaddwd,
-// and IQ4_XS's table values meet the activations signed (|t| against x sign(t)), each quad's
-// int16 pairs meeting the signed scale by vpmaddwd at once. Under VNNI a sub-block's int32 chain
-// meets its scale by vpmulld, IQ4_XS's codes taken as the table plus 128 and the 128s taken off
-// through the scales against the activations' sums of 16.
+// (0..31, Q4_K's 0..15) sum in int16 chains of four quads (2 * 4 * 31 * 127) that meet the scale by
+// vpmaddwd, and IQ4_XS's table values meet the activations signed (|t| against x sign(t)), each
+// quad's int16 pairs meeting the signed scale by vpmaddwd at once. Under VNNI a sub-block's int32
+// chain meets its scale by vpmulld, IQ4_XS's codes taken as the table plus 128 and the 128s taken
+// off through the scales against the activations' sums of 16.
 //
 // Instantiate only with a Dp from the caller's anonymous namespace (see quant_tiles.h). Include
 // only from files compiled with AVX2/FMA/F16C.
@@ -60,6 +60,7 @@ template <typename Dp, typename Group>
 struct K32Tiles {
   static constexpr bool kVnni = requires(__m256i v) { Dp::dot(v, v, v); };
   static constexpr bool kIq4 = std::is_same_v<Group, GroupIQ4_XS>;
+  static constexpr bool kFifthBits = requires(const Group& g) { g.high; };
   // AVX2's signed IQ4_XS products need no offset; VNNI's codes carry 128.
   static constexpr bool kOffset = kIq4 && kVnni;
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
@@ -86,15 +87,20 @@ struct K32Tiles {
       return _mm256_shuffle_epi8(table,
                                  _mm256_and_si256(w < 4 ? v : _mm256_srli_epi16(v, 4), nibble));
     } else {
-      // codes[8 m + w] holds sub-block 2m's nibbles low and 2m + 1's high; bit j of high[w] is
-      // the fifth bit, moved to bit 4 (the 16-bit shifts' carries fall outside the mask).
+      // codes[8 m + w] holds sub-block 2m's nibbles low and 2m + 1's high; for Q5_K, bit j of
+      // high[w] is the fifth bit, moved to bit 4 (the 16-bit shifts' carries fall outside the
+      // mask).
       const __m256i v = load32(g.codes[8 * (j / 2) + w] + 32 * h);
-      const __m256i hb = load32(g.high[w] + 32 * h);
       const __m256i low = _mm256_and_si256(j % 2 == 0 ? v : _mm256_srli_epi16(v, 4), nibble);
-      const __m256i fifth = j < 4    ? _mm256_slli_epi16(hb, 4 - j)
-                            : j == 4 ? hb
-                                     : _mm256_srli_epi16(hb, j - 4);
-      return _mm256_or_si256(low, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+      if constexpr (kFifthBits) {
+        const __m256i hb = load32(g.high[w] + 32 * h);
+        const __m256i fifth = j < 4    ? _mm256_slli_epi16(hb, 4 - j)
+                              : j == 4 ? hb
+                                       : _mm256_srli_epi16(hb, j - 4);
+        return _mm256_or_si256(low, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+      } else {
+        return low;
+      }
     }
   }
 
@@ -128,10 +134,10 @@ struct K32Tiles {
     for (int t = 0; t < T; ++t) x[t] = broadcast32(xs[t] + kAct.sub16[2 * j + w / 4] + 4 * (w % 4));
   }
 
-  // Q5_K's min sums of one column for tokens xs[0..T): other[h][t] = sum_j m_j (sum of x).
+  // The mins' sums of one column (Q4_K, Q5_K) for tokens xs[0..T): other[h][t] = sum_j m_j (sum of
+  // x).
   template <int T>
-  static void add_min_sums(const GroupQ5_K& gc, const uint8_t* const (&xs)[T],
-                           __m256i (&other)[H][T]) {
+  static void add_min_sums(const Group& gc, const uint8_t* const (&xs)[T], __m256i (&other)[H][T]) {
     for (int p = 0; p < 4; ++p) {
       const ScaleMinBytes sm = q4_k_scale_bytes(gc, p);
       for (int e = 0; e < 2; ++e) {
@@ -145,10 +151,10 @@ struct K32Tiles {
       }
     }
   }
-  // The min terms of a Q5_K group over nb columns, for tokens x[0..T): a chain of their own, so
-  // a tile can sum them after its products, with fewer registers live.
+  // The min terms of a group (Q4_K, Q5_K) over nb columns, for tokens x[0..T): a chain of their
+  // own, so a tile can sum them after its products, with fewer registers live.
   template <int T>
-  static void add_mins(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx,
+  static void add_mins(int64_t nb, const Group* g, const uint8_t* x, size_t ldx,
                        __m256 (&mins)[H][T]) {
     for (int64_t c = 0; c < nb; ++c) {
       const uint8_t* xs[T];
@@ -271,7 +277,7 @@ struct K32Tiles {
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
       __m256i total[H][T] = {}, other[H][T] = {};
       column<T>(gc, xs, total, other, [&](int j, int w, int h) { return codes_of(c, j, w, h); });
-      // One token sums Q5_K's mins column by column; a tile after its products (add_mins).
+      // One token sums the mins column by column; a tile after its products (add_mins).
       if constexpr (!kIq4 && T == 1) {
         add_min_sums<T>(gc, xs, other);
         add_column_term<T>(gc.dmin, xs, other, mins);

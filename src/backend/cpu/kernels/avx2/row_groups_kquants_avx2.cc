@@ -1,5 +1,5 @@
-// The products over row groups of Q3_K, Q5_K, Q6_K and IQ4_XS in the AVX2 table: the 256-bit group
-// kernels (row_group_k32_tiles.h, row_group_sub16_tiles.h) with maddubs/madd products.
+// The products over row groups of Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS in the AVX2 table: the 256-bit
+// group kernels (row_group_k32_tiles.h, row_group_sub16_tiles.h) with maddubs/madd products.
 #include "backend/cpu/kernels/avx2/avx2_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
@@ -15,6 +15,7 @@ struct Dp : MaddAvx2 {};
 }  // namespace
 
 void set_row_group_kquant_kernels(Kernels& k) {
+  k.q4_k.gemm_row_groups = K32Tiles<Dp, GroupQ4_K>::gemm<2>;
   k.q5_k.gemm_row_groups = K32Tiles<Dp, GroupQ5_K>::gemm<2>;
   k.q6_k.gemm_row_groups = Sub16Tiles<Dp, GroupQ6_K>::gemm<2>;
   k.q3_k.gemm_row_groups = Sub16Tiles<Dp, GroupQ3_K>::gemm<2>;
