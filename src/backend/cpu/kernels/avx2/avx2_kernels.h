@@ -29,12 +29,10 @@ void set_axpy_kernels(Kernels& k);
 // table whose block-type entries are the scalar references.
 void set_block_kernels(Kernels& k);
 
-// The products over row groups of Q2_K (row_groups_avx2.cc), of the 32-weight types
-// (set_row_group_32_kernels, row_groups_32_avx2.cc) and of Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS
-// (set_row_group_kquant_kernels, row_groups_kquants_avx2.cc): every type with groups.
+// The products over row groups of every type that has them: the K-quants and IQ4_XS
+// (row_groups_avx2.cc) and the 32-weight types (set_row_group_32_kernels, row_groups_32_avx2.cc).
 void set_row_group_kernels(Kernels& k);
 void set_row_group_32_kernels(Kernels& k);
-void set_row_group_kquant_kernels(Kernels& k);
 
 // axpy_dense of F32, F16 and BF16 rows on the several-token axpy's tiles (axpy_tokens_avx2.cc).
 void set_float_axpy_dense_kernels(Kernels& k);

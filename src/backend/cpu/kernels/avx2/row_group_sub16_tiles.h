@@ -34,6 +34,8 @@ template <typename Dp, typename Group>
 struct Sub16Tiles {
   static constexpr bool kVnni = requires(__m256i v) { Dp::dot(v, v, v); };
   static constexpr bool kQ6 = std::is_same_v<Group, GroupQ6_K>;
+  // Q2_K's scales are unsigned with mins (d sc u - dmin m), the others' signed with an offset.
+  static constexpr bool kMins = std::is_same_v<Group, GroupQ2_K>;
   // The codes' offset, 2^kOffsetShift.
   static constexpr int kOffsetShift = kQ6 ? 5 : 2;
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
@@ -65,14 +67,18 @@ struct Sub16Tiles {
       return _mm256_or_si256(nibble, _mm256_and_si256(shifted(hv, 4 - k), _mm256_set1_epi8(0x30)));
     } else {
       // Sub-block j = 2 b + w / 4, quad q = w % 4: the crumb at bits 2 (j % 4) of
-      // codes[4 (j / 4) + q], the high bit at bit (j % 4) + 4 (q % 2) of high[2 (j / 4) + q / 2],
-      // moved to bit 2.
+      // codes[4 (j / 4) + q]; Q3_K's high bit at bit (j % 4) + 4 (q % 2) of
+      // high[2 (j / 4) + q / 2], moved to bit 2.
       const int j = 2 * b + w / 4, q = w % 4, k = j % 4;
       const __m256i v = load32(g.codes[4 * (j / 4) + q] + 32 * h);
-      const __m256i hv = load32(g.high[2 * (j / 4) + q / 2] + 32 * h);
       const __m256i crumb = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(3));
-      return _mm256_or_si256(
-          crumb, _mm256_and_si256(shifted(hv, 2 - k - 4 * (q % 2)), _mm256_set1_epi8(4)));
+      if constexpr (kMins) {
+        return crumb;
+      } else {
+        const __m256i hv = load32(g.high[2 * (j / 4) + q / 2] + 32 * h);
+        return _mm256_or_si256(
+            crumb, _mm256_and_si256(shifted(hv, 2 - k - 4 * (q % 2)), _mm256_set1_epi8(4)));
+      }
     }
   }
   // v shifted left by s bits (right by -s) in 16-bit lanes.
@@ -80,13 +86,15 @@ struct Sub16Tiles {
     return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
   }
 
-  // The signed scales of sub-blocks 2b and 2b + 1, 16 rows as int8.
+  // The scales of sub-blocks 2b and 2b + 1, 16 rows as int8 (Q2_K's mins apart).
   struct ScalePair {
     __m128i first, second;
   };
   static ScalePair scales(const Group& g, int b) {
     if constexpr (kQ6) {
       return {load16(g.scales[2 * b]), load16(g.scales[2 * b + 1])};
+    } else if constexpr (kMins) {
+      return nibbles_of(g, b, 0);
     } else {
       // group_q3_k_scale: the low 4 bits of both in scale_low[b] (nibbles), the high 2 at bits
       // 4 (b / 4) and 4 (b / 4) + 2 of scale_high[b % 4].
@@ -101,6 +109,17 @@ struct Sub16Tiles {
     }
   }
 
+  // Q2_K's scales (shift 0) or mins (shift 4) of sub-blocks 2b and 2b + 1: scales[b][2 r + e]
+  // holds row r's byte of sub-block 2b + e, so the even bytes go first, the odd second.
+  static ScalePair nibbles_of(const GroupQ2_K& g, int b, int shift) {
+    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m128i rows0 = _mm_shuffle_epi8(load16(g.scales[b]), even_odd);
+    const __m128i rows1 = _mm_shuffle_epi8(load16(g.scales[b] + 16), even_odd);
+    const __m128i low4 = _mm_set1_epi8(15);
+    const auto part = [&](__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, shift), low4); };
+    return {part(_mm_unpacklo_epi64(rows0, rows1)), part(_mm_unpackhi_epi64(rows0, rows1))};
+  }
+
   // Half h's rows of 16 int8 values (one per row), sign-extended: each in both int16 halves of
   // its row's lane (`duplicated`), or paired with the next sub-block's (`paired`).
   static __m256i duplicated(__m128i v, int h) {
@@ -112,9 +131,10 @@ struct Sub16Tiles {
 
   // Adds one column's exact integer sums, sum_j s_j sum_l (u_l - 2^kOffsetShift) x_l, for tokens
   // xs[0..T) into total[h][t]. codes_of(b, w, h) gives codes().
+  // Q2_K: other[h][t] = sum_j m_j (sum of x) instead of the offset.
   template <int T, typename CodesOf>
   [[gnu::always_inline]] static inline void column(const Group& gc, const uint8_t* const (&xs)[T],
-                                                   __m256i (&total)[H][T],
+                                                   __m256i (&total)[H][T], __m256i (&other)[H][T],
                                                    const CodesOf& codes_of) {
 #pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
@@ -169,11 +189,22 @@ struct Sub16Tiles {
       }
       // The offset: 2^kOffsetShift s_j times the sum of 16 of sub-blocks 2b and 2b + 1, one
       // vpmaddwd.
-      for (int h = 0; h < H; ++h) {
-        const __m256i scales32 = _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift);
-        for (int t = 0; t < T; ++t) {
-          total[h][t] = _mm256_sub_epi32(
-              total[h][t], _mm256_madd_epi16(scales32, broadcast32(xs[t] + kAct.pair[b])));
+      if constexpr (kMins) {
+        const ScalePair mp = nibbles_of(gc, b, 4);
+        for (int h = 0; h < H; ++h) {
+          const __m256i m = paired(mp.first, mp.second, h);
+          for (int t = 0; t < T; ++t) {
+            other[h][t] = _mm256_add_epi32(other[h][t],
+                                           _mm256_madd_epi16(m, broadcast32(xs[t] + kAct.pair[b])));
+          }
+        }
+      } else {
+        for (int h = 0; h < H; ++h) {
+          const __m256i scales32 = _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift);
+          for (int t = 0; t < T; ++t) {
+            total[h][t] = _mm256_sub_epi32(
+                total[h][t], _mm256_madd_epi16(scales32, broadcast32(xs[t] + kAct.pair[b])));
+          }
         }
       }
     }
@@ -184,18 +215,22 @@ struct Sub16Tiles {
   template <int T, typename CodesOf>
   static void run(int64_t nb, const Group* g, const uint8_t* x, size_t ldx, float* y, size_t ldy,
                   const CodesOf& codes_of) {
-    __m256 sum[H][T] = {};
+    __m256 sum[H][T] = {}, mins[H][T] = {};
     for (int64_t c = 0; c < nb; ++c) {
       const Group& gc = g[c];
       if constexpr (T == 1) prefetch_column(gc);
       const uint8_t* xs[T];
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
-      __m256i total[H][T] = {};
-      column<T>(gc, xs, total, [&](int b, int w, int h) { return codes_of(c, b, w, h); });
+      __m256i total[H][T] = {}, other[H][T] = {};
+      column<T>(gc, xs, total, other, [&](int b, int w, int h) { return codes_of(c, b, w, h); });
       add_column_term<T>(gc.d, xs, total, sum);
+      if constexpr (kMins) add_column_term<T>(gc.dmin, xs, other, mins);
     }
     for (int h = 0; h < H; ++h) {
-      for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * ldy + 8 * h, sum[h][t]);
+      for (int t = 0; t < T; ++t) {
+        _mm256_storeu_ps(y + t * ldy + 8 * h,
+                         kMins ? _mm256_sub_ps(sum[h][t], mins[h][t]) : sum[h][t]);
+      }
     }
   }
 

@@ -1,7 +1,7 @@
-// The products over row groups of the 32-weight block types, Q4_K, Q5_K, Q6_K and IQ4_XS in the
-// AVX-VNNI table: the 256-bit group kernels (avx2/row_group_32_tiles.h, row_group_k32_tiles.h,
-// row_group_sub16_tiles.h) with the VEX vpdpbusd. Every output is the AVX2 kernels' (and the
-// scalar reference's) bits.
+// The products over row groups of the 32-weight block types, Q2_K, Q4_K, Q5_K, Q6_K and IQ4_XS
+// in the AVX-VNNI table: the 256-bit group kernels (avx2/row_group_32_tiles.h,
+// row_group_k32_tiles.h, row_group_sub16_tiles.h) with the VEX vpdpbusd. Every output is the AVX2
+// kernels' (and the scalar reference's) bits.
 #include "backend/cpu/kernels/avxvnni/avxvnni_kernels.h"
 
 // Last, in their own block: they switch on AVX2 code generation for everything below.
@@ -21,6 +21,7 @@ void set_row_group_kernels(Kernels& k) {
   // of 2-4 tokens, more than the groups' one-token products gain (1.3-1.4x, docs/benchmarks.md).
   k.q3_k.to_row_group = nullptr;
   k.q3_k.gemm_row_groups = nullptr;
+  k.q2_k.gemm_row_groups = avx2::Sub16Tiles<DpAvx, GroupQ2_K>::gemm<2>;
   k.q4_k.gemm_row_groups = avx2::K32Tiles<DpAvx, GroupQ4_K>::gemm<2>;
   k.q5_k.gemm_row_groups = avx2::K32Tiles<DpAvx, GroupQ5_K>::gemm<2>;
   k.iq4_xs.gemm_row_groups = avx2::K32Tiles<DpAvx, GroupIQ4_XS>::gemm<2>;
