@@ -1,13 +1,14 @@
-// The products over row groups of the K-quants with sub-blocks of 16 weights and signed scales,
-// Q3_K and Q6_K (kernels/row_groups.h), with 256-bit vectors, for the AVX2 and the AVX-VNNI
-// tables. Each 32-bit lane is a row; a group column is two halves of 8 rows, bytes 0-31 and 32-63
-// of each code vector, both taken at once so that each activation broadcast meets 16 rows. A
-// quad's codes u are joined into one byte (Q6_K: the low nibble and the top two bits at bit 4,
-// 0..63; Q3_K: the crumb and the high bit at bit 2, 0..7) and meet the activation quad
-// broadcast; each sub-block's sum meets its scale, and the codes' offset (32 or 4) comes off
-// through the activations' sums of 16 against the scales (sub-block pairs, vpmaddwd): every sum
-// is exact in int32, and a column's result is finished by the reference's FMA
-// (generic/row_groups.cc), so every level gives the same bits.
+// The products over row groups of the K-quants with sub-blocks of 16 weights, Q2_K, Q3_K and
+// Q6_K (kernels/row_groups.h), with 256-bit vectors, for the AVX2 and the AVX-VNNI tables. Each
+// 32-bit lane is a row; a group column is two halves of 8 rows, bytes 0-31 and 32-63 of each code
+// vector, both taken at once so that each activation broadcast meets 16 rows. A quad's codes u
+// are one byte (Q2_K: the crumb, 0..3; Q3_K: the crumb and the high bit joined at bit 2, 0..7;
+// Q6_K: the low nibble and the top two bits joined at bit 4, 0..63) and meet the activation quad
+// broadcast; each sub-block's sum meets its scale. Q3_K's and Q6_K's signed scales come with an
+// offset (4 or 32), which comes off through the activations' sums of 16 against the scales
+// (sub-block pairs, vpmaddwd); Q2_K's unsigned scales come with mins, which meet the same sums in
+// a sum of their own. Every sum is exact in int32, and a column's result is finished by the
+// reference's FMAs (generic/row_groups.cc), so every level gives the same bits.
 //
 // Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 a quad's pair
 // sums reach 2 * 63 * 127, so a chain holds two quads (half a sub-block) in int16 and meets the
