@@ -214,14 +214,15 @@ void for_each_group_tile(int64_t ng, int64_t nt, const Tile& tile) {
   }
 }
 
-// The driver of group kernels whose tiles read codes unpacked once per group and call: one token
-// runs one(g) for each group g; several run unpack(g) once per group, then tile(g, t, tokens) for
-// each of its tiles (as for_each_group_tile).
-template <int MaxTokens, typename One, typename Unpack, typename Tile>
-void for_each_unpacked_tile(int64_t ng, int64_t nt, const One& one, const Unpack& unpack,
+// The driver of group kernels whose prompt tiles read codes unpacked once per group and call: up
+// to MaxTokens tokens (one tile: decode steps) run direct(g, t, tokens) for each group g, which
+// unpacks as it goes and needs no buffer; more run unpack(g) once per group, then
+// tile(g, t, tokens) for each of its tiles (as for_each_group_tile).
+template <int MaxTokens, typename Direct, typename Unpack, typename Tile>
+void for_each_unpacked_tile(int64_t ng, int64_t nt, const Direct& direct, const Unpack& unpack,
                             const Tile& tile) {
-  if (nt == 1) {
-    for (int64_t g = 0; g < ng; ++g) one(g);
+  if (nt <= MaxTokens) {
+    for (int64_t g = 0; g < ng; ++g) tile_rest<MaxTokens>(g, 0, nt, direct);
     return;
   }
   int64_t unpacked = -1;

@@ -23,8 +23,9 @@
 
 #include "backend/cpu/kernels/row_groups.h"
 
-// Last, in its own block: it switches on AVX2 code generation for everything below.
+// Last, in their own block: they switch on AVX2 code generation for everything below.
 #include "backend/cpu/kernels/avx2/block_tiles.h"
+#include "backend/cpu/kernels/avx2/row_group_columns.h"
 
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
@@ -39,12 +40,6 @@ struct Group32Tiles {
   static constexpr int kOffsetShift = kTable && !kVnni ? -1 : group_offset_shift<Group>();
   // The activation offsets, evaluated at compile time (see row_groups.h).
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
-
-  static __m256i broadcast32(const uint8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-  }
 
   // Half h of code vector w as bytes to multiply: the low nibbles (weights 4 w + i) and the high
   // ones (16 + 4 w + i), with Q5's fifth bits joined at bit 4 and IQ4_NL's nibbles looked up
@@ -244,26 +239,23 @@ struct Group32Tiles {
       }
     }
   }
-  // Tokens x[0..T) against one group over nb blocks, its codes unpacked: y[t * ldy + r].
-  template <int T>
-  static void tile(int64_t nb, const Group* g, const uint8_t* unpacked, const uint8_t* x,
-                   size_t ldx, float* y, size_t ldy) {
+  // Tokens x[0..T) against one group over nb blocks: y[t * ldy + r]. codes_of(c, w, h) gives
+  // block c's codes().
+  template <int T, typename CodesOf>
+  static void tile(int64_t nb, const Group* g, const uint8_t* x, size_t ldx, float* y, size_t ldy,
+                   const CodesOf& codes_of) {
     __m256 sum[H][T] = {}, mins[H][T] = {};
     for (int64_t c = 0; c < nb; ++c) {
       const uint8_t* xb[T];
       for (int t = 0; t < T; ++t) xb[t] = x + t * ldx + c / kActGroupBlocks * kActGroupBytes;
-      const auto* v = reinterpret_cast<const __m256i*>(unpacked) + 16 * c;
       block<T, false>(g[c], static_cast<int>(c % kActGroupBlocks), xb, sum, mins,
-                      [&](int w, int h) {
-                        return Codes{_mm256_loadu_si256(v + 8 * h + 2 * w),
-                                     _mm256_loadu_si256(v + 8 * h + 2 * w + 1)};
-                      });
+                      [&](int w, int h) { return codes_of(c, w, h); });
     }
     if constexpr (kMin) add_mins<T>(nb, g, x, ldx, mins);
     store<T>(sum, mins, y, ldy);
   }
 
-  // gemm_row_groups, with tiles of up to MaxTokens tokens for the unpacked codes.
+  // gemm_row_groups, with tiles of up to MaxTokens tokens; prompts read the codes unpacked.
   template <int MaxTokens>
   static void gemm(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
@@ -272,13 +264,28 @@ struct Group32Tiles {
     const auto group = [&](int64_t gi) {
       return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
     };
-    std::vector<uint8_t> unpacked(nt > 1 ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
+    std::vector<uint8_t> bytes(nt > MaxTokens ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
+    const auto* unpacked = reinterpret_cast<const __m256i*>(bytes.data());
     for_each_unpacked_tile<MaxTokens>(
-        ng, nt, [&](int64_t gi) { one_token(nb, group(gi), xb, y + gi * kGroupRows); },
-        [&](int64_t gi) { unpack(nb, group(gi), unpacked.data()); },
+        ng, nt,
+        [&](int64_t gi, int64_t, auto tokens) {
+          constexpr int T = decltype(tokens)::value;
+          const Group* g = group(gi);
+          if constexpr (T == 1) {
+            one_token(nb, g, xb, y + gi * kGroupRows);
+          } else {
+            tile<T>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+                    [&](int64_t c, int wq, int h) { return codes(g[c], wq, h); });
+          }
+        },
+        [&](int64_t gi) { unpack(nb, group(gi), bytes.data()); },
         [&](int64_t gi, int64_t t, auto tokens) {
-          tile<decltype(tokens)::value>(nb, group(gi), unpacked.data(), xb + t * ldx, ldx,
-                                        y + t * ldy + gi * kGroupRows, ldy);
+          tile<decltype(tokens)::value>(
+              nb, group(gi), xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
+              [&](int64_t c, int wq, int h) {
+                const __m256i* v = unpacked + 16 * c + 8 * h + 2 * wq;
+                return Codes{_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1)};
+              });
         });
   }
 };

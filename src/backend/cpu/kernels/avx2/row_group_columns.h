@@ -16,6 +16,24 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
+// Four bytes at p in every 32-bit lane: an activation quad (or int16 pair) against every row.
+inline __m256i broadcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+// acc[t] += f . (the int16 pair at pair_offset of token t's activation super-block xs[t]), one
+// vpmaddwd a token: a row's int16 pair of factors (mins, or scales times an offset) against the
+// sums of 16 of a 32-block's two sub-blocks.
+template <int T>
+void add_pair_sums(__m256i f, const uint8_t* const (&xs)[T], int64_t pair_offset,
+                   __m256i (&acc)[T]) {
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm256_add_epi32(acc[t], _mm256_madd_epi16(f, broadcast32(xs[t] + pair_offset)));
+  }
+}
+
 // One token streams the groups from DRAM, one forward stream: each column prefetches the bytes
 // tiles::kStreamAhead on.
 template <typename Group>
@@ -43,9 +61,9 @@ void add_column_term(const uint16_t* f, const uint8_t* const (&xs)[T], const __m
 
 // Kernel::codes(gc, a, w, h) gives the codes of column gc; Kernel::run<T>(nb, g, x, ldx, y, ldy,
 // codes_of) takes tokens x[0..T) against one group, codes_of(c, a, w, h) giving column c's codes.
-// One token unpacks the codes as it streams them; several unpack each group's codes once per
-// call into a buffer (4 KiB a column: (c, a, w, h) at vector 128 c + 16 a + 2 w + h) that tiles of
-// up to MaxTokens read.
+// Up to MaxTokens tokens (decode steps) unpack the codes as they stream them; more (prompts)
+// unpack each group's codes once per call into a buffer (4 KiB a column: (c, a, w, h) at vector
+// 128 c + 16 a + 2 w + h) that tiles of up to MaxTokens read.
 template <typename Kernel, typename Group, int MaxTokens>
 void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                        int64_t nt, float* y, size_t ldy) {
@@ -54,7 +72,7 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
   const auto group = [&](int64_t gi) {
     return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
   };
-  std::vector<uint8_t> bytes(nt > 1 ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
+  std::vector<uint8_t> bytes(nt > MaxTokens ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
   auto* unpacked = reinterpret_cast<__m256i*>(bytes.data());
   const auto unpack = [&](int64_t gi) {
     const Group* g = group(gi);
@@ -71,9 +89,9 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
   };
   for_each_unpacked_tile<MaxTokens>(
       ng, nt,
-      [&](int64_t gi) {
+      [&](int64_t gi, int64_t, auto tokens) {
         const Group* g = group(gi);
-        Kernel::template run<1>(
+        Kernel::template run<decltype(tokens)::value>(
             nb, g, xb, ldx, y + gi * kGroupRows, ldy,
             [&](int64_t c, int a, int q, int h) { return Kernel::codes(g[c], a, q, h); });
       },

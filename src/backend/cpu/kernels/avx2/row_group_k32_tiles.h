@@ -66,11 +66,6 @@ struct K32Tiles {
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
   static constexpr int H = 2;  // row halves
 
-  static __m256i broadcast32(const uint8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-  }
   static __m256i load32(const uint8_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
@@ -142,11 +137,7 @@ struct K32Tiles {
       const ScaleMinBytes sm = q4_k_scale_bytes(gc, p);
       for (int e = 0; e < 2; ++e) {
         for (int h = 0; h < H; ++h) {
-          const __m256i m = row_pairs(sm.min[e], h);
-          for (int t = 0; t < T; ++t) {
-            other[h][t] = _mm256_add_epi32(
-                other[h][t], _mm256_madd_epi16(m, broadcast32(xs[t] + kAct.pair[2 * p + e])));
-          }
+          add_pair_sums<T>(row_pairs(sm.min[e], h), xs, kAct.pair[2 * p + e], other[h]);
         }
       }
     }
@@ -253,11 +244,7 @@ struct K32Tiles {
         if constexpr (kOffset) {
           // VNNI IQ4_XS's scale against the sub-block's two sums of 16.
           for (int h = 0; h < H; ++h) {
-            const __m256i f = signed_pairs(scales[e], h);
-            for (int t = 0; t < T; ++t) {
-              other[h][t] = _mm256_add_epi32(
-                  other[h][t], _mm256_madd_epi16(f, broadcast32(xs[t] + kAct.pair[j])));
-            }
+            add_pair_sums<T>(signed_pairs(scales[e], h), xs, kAct.pair[j], other[h]);
           }
         }
       }

@@ -42,11 +42,6 @@ struct Sub16Tiles {
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
   static constexpr int H = 2;  // row halves
 
-  static __m256i broadcast32(const uint8_t* p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-  }
   static __m128i load16(const void* p) {
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   }
@@ -188,24 +183,17 @@ struct Sub16Tiles {
           }
         }
       }
-      // The offset: 2^kOffsetShift s_j times the sum of 16 of sub-blocks 2b and 2b + 1, one
-      // vpmaddwd.
-      if constexpr (kMins) {
-        const ScalePair mp = nibbles_of(gc, b, 4);
-        for (int h = 0; h < H; ++h) {
-          const __m256i m = paired(mp.first, mp.second, h);
-          for (int t = 0; t < T; ++t) {
-            other[h][t] = _mm256_add_epi32(other[h][t],
-                                           _mm256_madd_epi16(m, broadcast32(xs[t] + kAct.pair[b])));
-          }
-        }
-      } else {
-        for (int h = 0; h < H; ++h) {
-          const __m256i scales32 = _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift);
-          for (int t = 0; t < T; ++t) {
-            total[h][t] = _mm256_sub_epi32(
-                total[h][t], _mm256_madd_epi16(scales32, broadcast32(xs[t] + kAct.pair[b])));
-          }
+      // Against the sums of 16 of sub-blocks 2b and 2b + 1, one vpmaddwd a row half and token:
+      // Q2_K's mins into their own sum, the others' offset (2^kOffsetShift s_j) off the total.
+      for (int h = 0; h < H; ++h) {
+        if constexpr (kMins) {
+          const ScalePair mp = nibbles_of(gc, b, 4);
+          add_pair_sums<T>(paired(mp.first, mp.second, h), xs, kAct.pair[b], other[h]);
+        } else {
+          const __m256i offset =
+              _mm256_sub_epi16(_mm256_setzero_si256(),
+                               _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift));
+          add_pair_sums<T>(offset, xs, kAct.pair[b], total[h]);
         }
       }
     }
