@@ -38,7 +38,9 @@ void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
 
 // matmul_parts over matrices held as row groups (backend/cpu/kernels/row_groups.h: every part's
 // rows a multiple of 16, wtype one with gemm_row_groups). Not matmul's bits, but the same for any
-// token count, batch and thread count.
+// token count, batch and thread count. The one exception to "never allocate": a prompt's product
+// (more than kMaxDecodeStepTokens tokens) may take a buffer per call and thread for its unpacked
+// codes (kernels/row_groups.h, unpack_codes); decode steps never do.
 void matmul_row_groups(cpu::CpuContext& ctx, DType wtype, int64_t cols,
                        std::span<const MatmulPart> parts, const float* x, int64_t n);
 

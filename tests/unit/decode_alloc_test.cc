@@ -8,9 +8,13 @@
 #include <new>
 #include <vector>
 
+#include "backend/cpu/dispatch.h"
+#include "backend/cpu/kernels/row_groups.h"
+#include "common/kernel_test_util.h"
 #include "common/test_util.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
+#include "model/model_impl.h"
 #include "model/synth.h"
 
 // AddressSanitizer owns operator new/delete itself (and checks that they pair up), so under ASan
@@ -114,6 +118,81 @@ TEST(DecodeLoop, BatchedStepsAllocateNothingAfterWarmUp) {
     session.reset(3);
     session.eval_batch(joining, logits);
     EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type) << " " << to_string(mode);
+  }
+}
+
+// Sets HEARTH_ISA for the scope (the level the kernels and the row-group choice see), then puts
+// back what was there.
+class IsaCap {
+ public:
+  explicit IsaCap(cpu::Isa isa) {
+    if (const char* old = std::getenv("HEARTH_ISA")) old_ = old, had_ = true;
+    setenv("HEARTH_ISA", std::string(cpu::isa_name(isa)).c_str(), 1);
+  }
+  ~IsaCap() {
+    if (had_) {
+      setenv("HEARTH_ISA", old_.c_str(), 1);
+    } else {
+      unsetenv("HEARTH_ISA");
+    }
+  }
+  IsaCap(const IsaCap&) = delete;
+  IsaCap& operator=(const IsaCap&) = delete;
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+// Weights held as row groups (LoadOptions::row_groups), at every level this CPU has: batched steps
+// of more sequences than a group kernel's tile of tokens, and short prompts joining them, unpack
+// the codes as they go (kernels/row_groups.h, unpack_codes).
+TEST(DecodeLoop, RowGroupStepsAllocateNothingAfterWarmUp) {
+  if (!HEARTH_COUNT_ALLOCATIONS)
+    GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
+  ASSERT_TRUE(counting_works()) << "operator new is not being counted";
+  for (const cpu::Isa isa : test::isas()) {
+    const IsaCap cap(isa);
+    for (const DType type : {DType::Q4_0, DType::Q4_K}) {
+      if (!cpu::select_kernels(isa).weights(type).gemm_row_groups) continue;
+      SynthOptions so = test::tiny_synth_options(type, FfnActivation::Silu);
+      so.n_embd = 256;  // whole super-blocks
+      so.n_ff = 512;
+      const std::string path = test::temp_dir() + "/groups.gguf";
+      write_synthetic_model(so, path);
+      LoadOptions lo;
+      lo.row_groups = true;
+      const auto model = Model::load(path, lo);
+      const std::string where =
+          std::string(cpu::isa_name(isa)) + " " + std::string(dtype_name(type));
+      ASSERT_TRUE(model->impl().weights.layers.front().ffn_up.row_groups) << where;
+
+      Session session(model, session_options(SparseMode::Dense, 8));
+      // 7 steps and this prompt: one product of kMaxDecodeStepTokens tokens.
+      const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45, 46, 47};
+      std::vector<int32_t> next(8, 50);
+      std::vector<float> logits(8 * static_cast<size_t>(model->config().n_vocab));
+      std::vector<SeqTokens> prompts, step;
+      for (int32_t i = 0; i < 8; ++i) {
+        prompts.push_back({i, prompt});
+        step.push_back({i, {&next[static_cast<size_t>(i)], 1}});
+      }
+      std::vector<SeqTokens> joining(step.begin(), step.end() - 1);
+      joining.push_back({7, prompt});
+      ASSERT_EQ(7 + static_cast<int64_t>(prompt.size()), cpu::kMaxDecodeStepTokens);
+      session.eval_batch(prompts, logits);
+      session.eval_batch(step, logits);
+
+      const long before = g_allocations.load();
+      for (int i = 0; i < 10; ++i) {
+        for (int32_t& t : next) t = 60 + (t + i) % 100;
+        session.eval_batch(step, logits);
+        session.eval_batch({step.data(), 1}, logits);
+      }
+      session.reset(7);
+      session.eval_batch(joining, logits);
+      EXPECT_EQ(g_allocations.load() - before, 0) << where;
+    }
   }
 }
 

@@ -23,6 +23,10 @@ namespace hearth::cpu {
 
 inline constexpr int64_t kGroupRows = 16;
 
+// The most tokens of one product that the group kernels take for a decode step (a server's
+// parallel sequences) rather than a prompt: see unpack_codes.
+inline constexpr int64_t kMaxDecodeStepTokens = 16;
+
 // One super-block column of a 16-row group.
 //   codes[4 q + w][4 r + i]: bits 2k hold row r's 2-bit code of weight 16 (4 q + k) + 4 w + i
 //     (sub-block 4 q + k, quad w, byte i). Masking a vector of these with 3 << 2k leaves sub-block
@@ -214,15 +218,22 @@ void for_each_group_tile(int64_t ng, int64_t nt, const Tile& tile) {
   }
 }
 
-// The driver of group kernels whose prompt tiles read codes unpacked once per group and call: up
-// to MaxTokens tokens (one tile: decode steps) run direct(g, t, tokens) for each group g, which
-// unpacks as it goes and needs no buffer; more run unpack(g) once per group, then
-// tile(g, t, tokens) for each of its tiles (as for_each_group_tile).
+// Whether a product over groups of nt tokens unpacks each group's codes once into a buffer of its
+// own (16 bytes a weight column) for its tiles of tokens to read: only prompts. Decode steps, a
+// server's batched ones included, unpack as they go and allocate nothing, so the decode loop
+// never allocates (DESIGN.md); a prompt's product allocates that buffer once per call and thread.
+constexpr bool unpack_codes(int64_t nt) { return nt > kMaxDecodeStepTokens; }
+
+// The driver of group kernels whose prompt tiles read codes unpacked once per group and call:
+// with `buffered` (more tokens than one tile, and a buffer for the codes), unpack(g) once per
+// group, then tile(g, t, tokens) for each of its tiles (as for_each_group_tile); otherwise (decode
+// steps of up to one tile, or rows too long for the buffer) direct(g, t, tokens) for each tile,
+// which unpacks as it goes.
 template <int MaxTokens, typename Direct, typename Unpack, typename Tile>
-void for_each_unpacked_tile(int64_t ng, int64_t nt, const Direct& direct, const Unpack& unpack,
-                            const Tile& tile) {
-  if (nt <= MaxTokens) {
-    for (int64_t g = 0; g < ng; ++g) tile_rest<MaxTokens>(g, 0, nt, direct);
+void for_each_unpacked_tile(int64_t ng, int64_t nt, bool buffered, const Direct& direct,
+                            const Unpack& unpack, const Tile& tile) {
+  if (!buffered) {
+    for_each_group_tile<MaxTokens>(ng, nt, direct);
     return;
   }
   int64_t unpacked = -1;

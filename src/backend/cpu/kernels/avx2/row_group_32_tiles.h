@@ -264,21 +264,23 @@ struct Group32Tiles {
     const auto group = [&](int64_t gi) {
       return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
     };
-    std::vector<uint8_t> bytes(nt > MaxTokens ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
-    const auto* unpacked = reinterpret_cast<const __m256i*>(bytes.data());
+    const bool buffered = unpack_codes(nt);
+    std::vector<uint8_t> buffer(buffered ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
+    uint8_t* const bytes = buffer.data();
+    const auto* unpacked = reinterpret_cast<const __m256i*>(bytes);
     for_each_unpacked_tile<MaxTokens>(
-        ng, nt,
-        [&](int64_t gi, int64_t, auto tokens) {
+        ng, nt, buffered,
+        [&](int64_t gi, int64_t t, auto tokens) {
           constexpr int T = decltype(tokens)::value;
           const Group* g = group(gi);
           if constexpr (T == 1) {
-            one_token(nb, g, xb, y + gi * kGroupRows);
+            one_token(nb, g, xb + t * ldx, y + t * ldy + gi * kGroupRows);
           } else {
-            tile<T>(nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+            tile<T>(nb, g, xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
                     [&](int64_t c, int wq, int h) { return codes(g[c], wq, h); });
           }
         },
-        [&](int64_t gi) { unpack(nb, group(gi), bytes.data()); },
+        [&](int64_t gi) { unpack(nb, group(gi), bytes); },
         [&](int64_t gi, int64_t t, auto tokens) {
           tile<decltype(tokens)::value>(
               nb, group(gi), xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,

@@ -63,7 +63,7 @@ void add_column_term(const uint16_t* f, const uint8_t* const (&xs)[T], const __m
 // codes_of) takes tokens x[0..T) against one group, codes_of(c, a, w, h) giving column c's codes.
 // Up to MaxTokens tokens (decode steps) unpack the codes as they stream them; more (prompts)
 // unpack each group's codes once per call into a buffer (4 KiB a column: (c, a, w, h) at vector
-// 128 c + 16 a + 2 w + h) that tiles of up to MaxTokens read.
+// 128 c + 16 a + 2 w + h; for_each_unpacked_tile) that tiles of up to MaxTokens read.
 template <typename Kernel, typename Group, int MaxTokens>
 void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                        int64_t nt, float* y, size_t ldy) {
@@ -72,8 +72,9 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
   const auto group = [&](int64_t gi) {
     return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
   };
-  std::vector<uint8_t> bytes(nt > MaxTokens ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
-  auto* unpacked = reinterpret_cast<__m256i*>(bytes.data());
+  const bool buffered = unpack_codes(nt);
+  std::vector<uint8_t> buffer(buffered ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
+  auto* unpacked = reinterpret_cast<__m256i*>(buffer.data());
   const auto unpack = [&](int64_t gi) {
     const Group* g = group(gi);
     for (int64_t c = 0; c < nb; ++c) {
@@ -88,11 +89,11 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
     }
   };
   for_each_unpacked_tile<MaxTokens>(
-      ng, nt,
-      [&](int64_t gi, int64_t, auto tokens) {
+      ng, nt, buffered,
+      [&](int64_t gi, int64_t t, auto tokens) {
         const Group* g = group(gi);
         Kernel::template run<decltype(tokens)::value>(
-            nb, g, xb, ldx, y + gi * kGroupRows, ldy,
+            nb, g, xb + t * ldx, ldx, y + t * ldy + gi * kGroupRows, ldy,
             [&](int64_t c, int a, int q, int h) { return Kernel::codes(g[c], a, q, h); });
       },
       unpack,
