@@ -66,6 +66,11 @@ std::shared_ptr<const Model> load_model(const std::string& path, const SessionFl
   if (!model->placement_note().empty()) {
     std::fprintf(stderr, "hearth: %s\n", model->placement_note().c_str());
   }
+  const std::vector<SparseMode> modes = sf.sparse_modes();
+  if (!model->sparse_note().empty() &&
+      std::find(modes.begin(), modes.end(), SparseMode::Auto) != modes.end()) {
+    std::fprintf(stderr, "hearth: %s\n", model->sparse_note().c_str());
+  }
   return model;
 }
 

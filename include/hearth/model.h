@@ -111,6 +111,10 @@ class Model {
   // Whether the file is a PowerInfer model (magic PWRI).
   bool is_powerinfer() const;
 
+  // One line on why `--sparse auto` does not run the file's own sparsity (empty when it does, or
+  // has none): a model-wide file whose thresholds would save too few bytes to pay.
+  const std::string& sparse_note() const;
+
   // The device part of the model: its name (empty when CPU only) and one line on what was placed
   // there and why (empty when CPU only).
   std::string device_name() const;

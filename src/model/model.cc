@@ -6,6 +6,7 @@
 #include "model/model_internals.h"
 #include "model/neuron_order.h"
 #include "model/predictor_q8.h"
+#include "model/threshold_choice.h"
 
 namespace hearth {
 
@@ -32,6 +33,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
     fail(path, ": the tokenizer has ", impl->tokenizer->n_vocab(),
          " tokens but token_embd.weight has ", impl->config.n_vocab, " rows");
   }
+  weigh_thresholds(*impl);
   if (options.reorder_neurons) reorder_neurons(*impl);
   if (options.q8_predictors) hold_predictors_q8(*impl);
   place_on_device(*impl, options.device);
@@ -40,6 +42,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }
 
+const std::string& Model::sparse_note() const { return impl_->sparse_note; }
 std::string Model::device_name() const { return impl_->device ? impl_->device->name() : ""; }
 const std::string& Model::placement_note() const { return impl_->placement_note; }
 uint64_t Model::device_allocated() const {

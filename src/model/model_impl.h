@@ -34,8 +34,12 @@ struct Model::Impl {
   // when it has calibrated thresholds, else Dense. The session and the placement both ask here.
   SparseMode auto_sparse_mode() const {
     if (weights.layers.front().has_predictor()) return SparseMode::Predictor;
-    return config.thresholds.empty() ? SparseMode::Dense : SparseMode::Threshold;
+    return config.thresholds.empty() || !thresholds_pay ? SparseMode::Dense : SparseMode::Threshold;
   }
+  // Whether a model-wide file's thresholds read enough fewer bytes than dense decode to be
+  // auto's mode (threshold_choice.h); sparse_note says so where they do not.
+  bool thresholds_pay = true;
+  std::string sparse_note;
 
   // Bytes of the weights a forward pass reads outside the FFN: attention and the output head.
   uint64_t non_ffn_bytes() const {

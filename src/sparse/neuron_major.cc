@@ -211,6 +211,17 @@ double down_crossover(const Matrix& down, const Matrix& down_t) {
   return axpy_crossover(down_t.type) * std::min(1.0, file / copy);
 }
 
+bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
+                      std::initializer_list<const Matrix*> fed) {
+  if (input_shares.empty()) return true;
+  const double read = 1.0 - input_shares[kInputKinds * layer + static_cast<size_t>(input)];
+  return std::all_of(fed.begin(), fed.end(), [read](const Matrix* w) {
+    if (!w->present()) return true;
+    const DType type = input_major_type(w->type, w->rows);
+    return dtype_block_size(type) == 1 || read < axpy_crossover(type);
+  });
+}
+
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,
                             const std::vector<float>& input_shares, bool joint_qkv,
                             const InputMajorVisit& visit) {
@@ -231,17 +242,8 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
   for (size_t il = 0; il < layers.size(); ++il) {
     const LayerWeights& l = layers[il];
     InputMajorLayer& t = out.layers.emplace_back();
-    // Whether the copies of the matrices one input feeds pay for themselves: each is float, or
-    // reads fewer of its rows than its type's axpy_crossover. Those matrices go through their
-    // copies together or not at all (attention_block.cc, ffn.cc), so they get them together.
     const auto pay = [&](InputKind input, std::initializer_list<const Matrix*> fed) {
-      if (input_shares.empty()) return true;
-      const double read = 1.0 - input_shares[kInputKinds * il + static_cast<size_t>(input)];
-      return std::all_of(fed.begin(), fed.end(), [read](const Matrix* w) {
-        if (!w->present()) return true;
-        const DType type = input_major_type(w->type, w->rows);
-        return dtype_block_size(type) == 1 || read < axpy_crossover(type);
-      });
+      return input_copies_pay(input_shares, il, input, fed);
     };
     const auto copy = [&storage, &transpose, &row_order](const Matrix& w) {
       if (!w.present()) return Matrix{};

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "core/huge_buffer.h"
 #include "core/weight_views.h"
+#include "hearth/types.h"
 
 namespace hearth::sparse {
 
@@ -66,6 +68,12 @@ struct InputMajor {
   std::vector<InputMajorLayer> layers;
   std::vector<HugeBuffer> storage;
 };
+// Whether the copies of the matrices one input of layer `layer` feeds pay for themselves: each is
+// float, or reads fewer of its rows than its copy type's axpy_crossover. Those matrices go through
+// their copies together or not at all (attention_block.cc, ffn.cc), so they get them together.
+bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
+                      std::initializer_list<const Matrix*> fed);
+
 // joint_qkv false keeps q, k and v in a copy each (copies that stand in for the file's
 // matrices, model_impl.h's hold_input_major_only). visit, when given, sees each layer's copies
 // once they are made, with the buffers holding them: it may move the copies elsewhere and drop

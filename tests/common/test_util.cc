@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "calib/calibrate.h"
 #include "ops/vec.h"
 
 namespace fs = std::filesystem;
@@ -285,6 +286,34 @@ std::string write_skewed_sparse_model(DType type, const std::string& path) {
   write_synthetic_model(o, path);
   add_activation_stats(path, 96, 7, 1);
   return path;
+}
+
+std::string write_model_wide_model(DType type, int64_t n_embd, bool relu,
+                                   const std::vector<double>& shares) {
+  SynthOptions so = tiny_synth_options(type, relu ? FfnActivation::Relu : FfnActivation::Silu);
+  so.n_embd = n_embd;
+  so.n_ff = 2 * n_embd + 96;
+  if (relu) so.sparsity = 0.8;
+  std::string name =
+      std::string(dtype_name(type)) + "-" + std::to_string(n_embd) + (relu ? "-relu" : "");
+  for (double s : shares) name += "-" + std::to_string(static_cast<int>(100 * s));
+  const std::string plain = temp_dir() + "/plain-" + name + ".gguf";
+  write_synthetic_model(so, plain);
+  calib::CalibrationResult r;
+  r.kind = calib::CalibKind::InputThresholds;
+  r.report.kind = "thresholds";
+  r.report.layers.resize(static_cast<size_t>(so.n_layer));
+  for (sparse::CalibLayerReport& l : r.report.layers) {
+    l.freq.assign(static_cast<size_t>(so.n_ff), 0.5f);
+    l.true_sparsity = 0.4;
+    l.input_share = shares;
+  }
+  r.thresholds.assign(
+      static_cast<size_t>(so.n_layer),
+      LayerThresholds{.attn_in = 0.4f, .attn_out = 0.01f, .ffn_in = 0.4f, .down = 0.002f});
+  const std::string out = temp_dir() + "/model-wide-" + name + ".gguf";
+  calib::write_calibrated_model(*Model::load(plain), r, out);
+  return out;
 }
 
 std::vector<int32_t> greedy_ids(const std::shared_ptr<const Model>& model, int n,

@@ -92,6 +92,13 @@ SynthOptions tiny_synth_options(DType type, FfnActivation act = FfnActivation::S
 // (blk.N.ffn_act_freq), as calibration leaves them; returns path.
 std::string write_skewed_sparse_model(DType type, const std::string& path);
 
+// A SwiGLU model in `type` (n_ff 2 n_embd + 96) with hand-set model-wide thresholds in the file,
+// as calibrate --sparsity writes them; with `relu`, a ReLU model with predictors (whose sessions
+// default to them). `shares`, unless empty: the calibrated share of each input kind (q/k/v's, wo's,
+// gate/up's, down's) the thresholds skip, the same in every layer. Returns the file's path.
+std::string write_model_wide_model(DType type, int64_t n_embd, bool relu = false,
+                                   const std::vector<double>& shares = {});
+
 // The CLI's error contract: exit code 1, exactly one line on stderr containing "error" and
 // `needle`, nothing on stdout.
 void expect_clean_error(const CommandResult& r, const std::string& needle);

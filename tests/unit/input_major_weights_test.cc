@@ -8,42 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "calib/calibrate.h"
 #include "common/test_util.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
 #include "model/model_impl.h"
-#include "model/synth.h"
 
 namespace hearth {
 namespace {
 
-// A SwiGLU model in `type` with model-wide thresholds in the file (as calibrate --sparsity
-// writes them), optionally with predictors (a ReLU model, whose sessions default to them).
 std::string model_wide_file(DType type, int64_t n_embd = 128, bool relu = false) {
-  SynthOptions so =
-      test::tiny_synth_options(type, relu ? FfnActivation::Relu : FfnActivation::Silu);
-  so.n_embd = n_embd;
-  so.n_ff = 2 * n_embd + 96;
-  if (relu) so.sparsity = 0.8;
-  const std::string name =
-      std::string(dtype_name(type)) + "-" + std::to_string(n_embd) + (relu ? "-relu" : "");
-  const std::string plain = test::temp_dir() + "/plain-" + name + ".gguf";
-  write_synthetic_model(so, plain);
-  calib::CalibrationResult r;
-  r.kind = calib::CalibKind::InputThresholds;
-  r.report.kind = "thresholds";
-  r.report.layers.resize(static_cast<size_t>(so.n_layer));
-  for (sparse::CalibLayerReport& l : r.report.layers) {
-    l.freq.assign(static_cast<size_t>(so.n_ff), 0.5f);
-    l.true_sparsity = 0.4;
-  }
-  r.thresholds.assign(
-      static_cast<size_t>(so.n_layer),
-      LayerThresholds{.attn_in = 0.4f, .attn_out = 0.01f, .ffn_in = 0.4f, .down = 0.002f});
-  const std::string out = test::temp_dir() + "/model-wide-" + name + ".gguf";
-  calib::write_calibrated_model(*Model::load(plain), r, out);
-  return out;
+  return test::write_model_wide_model(type, n_embd, relu);
 }
 
 std::shared_ptr<const Model> load(const std::string& path, bool copies_only, WeightLoad how) {
