@@ -70,6 +70,14 @@ int finish(const Model& model, const calib::CalibrationResult& r, const std::str
   if (!out_path.empty()) {
     calib::write_calibrated_model(model, r, out_path);
     std::printf("wrote %s\n", out_path.c_str());
+    // What --sparse auto will make of it: a model-wide file whose thresholds would save too few
+    // bytes runs dense (mapped, so nothing but the metadata is read).
+    if (r.kind == calib::CalibKind::InputThresholds) {
+      LoadOptions o;
+      o.weights = WeightLoad::Map;
+      const std::string note = Model::load(out_path, o)->sparse_note();
+      if (!note.empty()) std::printf("note: %s\n", note.c_str());
+    }
   }
   if (!report_dir.empty()) {
     sparse::write_calib_report(r.report, report_dir);

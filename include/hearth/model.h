@@ -70,10 +70,10 @@ struct LoadOptions {
   // where every session is to run thresholds (--keep-matrices turns it off).
   bool input_major_only = false;
   int32_t input_major_min_width = 512;  // as SessionOptions'
-  // On a model whose sessions run dense (no predictors or thresholds) with no device: hold its
-  // Q2_K, Q3_K, Q4_K and Q6_K matrices (those whose groups pay at this CPU's level) in 16-row
-  // groups, a layout whose one-token products need no horizontal sums, so decode reads them at up
-  // to the memory's speed. The same bytes; products round differently from the row layout's. Sparse
+  // On a model whose sessions run dense (no predictors, no thresholds that `--sparse auto` runs)
+  // with no device: hold its block-quantized matrices of the types whose groups pay at this CPU's
+  // level (backend/cpu/kernels/row_groups.h) in 16-row groups, a layout whose one-token products
+  // need no horizontal sums, so decode reads them at up to the memory's speed. The same bytes; products round differently from the row layout's. Sparse
   // sessions cannot read it (they fail to open). Off by default; the CLI's inference commands
   // turn it on where every session is to run dense (--no-repack turns it off).
   bool row_groups = false;

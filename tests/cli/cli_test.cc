@@ -389,6 +389,32 @@ TEST_F(Cli, InterruptedQuantizeLeavesNoTemporaryFile) {
       ".tmp.", 50000);  // well into the writing
 }
 
+// A quantized model calibrated model-wide at 50%: none of its inputs leaves few enough rows for a
+// Q4_0 input-major copy to pay, so its thresholds would read the dense bytes. calibrate says that
+// --sparse auto will run it dense, and run does so and says why; --sparse threshold still works.
+TEST_F(Cli, AutoRunsDenseWhereModelWideThresholdsDoNotPay) {
+  const std::string src = *dir_ + "/q4-src.gguf";
+  auto r = run_hearth({"synth", "-o", src, "--n-embd", "128", "--n-layer", "2", "--n-ff", "352",
+                       "--n-head", "4", "--n-head-kv", "4", "--n-ctx", "256", "--type", "q4_0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = *dir_ + "/q4-text.txt";
+  test::write_file(text, test::random_words(40000, 5));
+  const std::string out = *dir_ + "/q4-mw.gguf";
+  r = run_hearth({"calibrate", "-m", src, "-f", text, "--sparsity", "0.5", "--no-rotate",
+                  "--tokens", "3000", "-t", "1", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: --sparse auto runs dense"), std::string::npos) << r.out;
+  r = run_hearth({"run", "-m", out, "-p", "hello", "-n", "4", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--sparse auto runs dense"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sparse dense"), std::string::npos) << r.err;
+  r = run_hearth(
+      {"run", "-m", out, "-p", "hello", "-n", "4", "--temp", "0", "--sparse", "threshold"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("--sparse auto runs dense"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sparse threshold"), std::string::npos) << r.err;
+}
+
 // An interrupted model-wide calibration leaves no scratch copy of the rotated model
 // (OUT.rotated.<pid>), nor OUT.
 TEST_F(Cli, InterruptedCalibrateLeavesNoRotatedScratchModel) {
