@@ -73,9 +73,10 @@ struct LoadOptions {
   // On a model whose sessions run dense (no predictors, no thresholds that `--sparse auto` runs)
   // with no device: hold its block-quantized matrices of the types whose groups pay at this CPU's
   // level (backend/cpu/kernels/row_groups.h) in 16-row groups, a layout whose one-token products
-  // need no horizontal sums, so decode reads them at up to the memory's speed. The same bytes; products round differently from the row layout's. Sparse
-  // sessions cannot read it (they fail to open). Off by default; the CLI's inference commands
-  // turn it on where every session is to run dense (--no-repack turns it off).
+  // need no horizontal sums, so decode reads them at up to the memory's speed. The same bytes;
+  // products round differently from the row layout's. Sparse sessions cannot read it (they fail to
+  // open). Off by default; the CLI's inference commands turn it on where every session is to run
+  // dense (--no-repack turns it off).
   bool row_groups = false;
   DeviceOptions device;
 };

@@ -1,3 +1,5 @@
+// threshold_choice.h: the bytes a threshold decode step reads, estimated from the file's calibrated
+// shares, and auto's choice from them.
 #include "model/threshold_choice.h"
 
 #include <cstdio>
