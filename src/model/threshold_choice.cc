@@ -11,8 +11,6 @@
 namespace hearth {
 namespace {
 
-uint64_t bytes(const Matrix& m) { return m.present() ? m.bytes() : 0; }
-
 // The bytes of w's input-major copy ([cols inputs, rows outputs] in input_major_type).
 uint64_t copy_bytes(const Matrix& w) {
   if (!w.present()) return 0;
@@ -26,7 +24,7 @@ double threshold_byte_share(const Model::Impl& m) {
   const std::vector<float>& shares = m.config.input_shares;
   const auto& layers = m.weights.layers;
   if (shares.size() != kInputKinds * layers.size()) return 1.0;
-  uint64_t dense = bytes(m.weights.output);
+  uint64_t dense = m.weights.output.bytes();
   double sparse = static_cast<double>(dense);
   for (size_t il = 0; il < layers.size(); ++il) {
     const LayerWeights& l = layers[il];
@@ -37,7 +35,7 @@ double threshold_byte_share(const Model::Impl& m) {
     const auto input = [&](InputKind kind, std::initializer_list<const Matrix*> fed) {
       uint64_t whole = 0, copies = 0;
       for (const Matrix* w : fed) {
-        whole += bytes(*w);
+        whole += w->bytes();
         copies += copy_bytes(*w);
       }
       dense += whole;
@@ -51,22 +49,17 @@ double threshold_byte_share(const Model::Impl& m) {
     // Down: the axpy over its neuron-major copy below the crossover, else the dense product.
     // (A file with only ffn_down_t reads it whole when dense.)
     const Matrix& down = l.ffn_down;
-    Matrix down_t = l.ffn_down_t;
-    if (!down_t.present() && down.present()) {
-      down_t =
-          Matrix{sparse::neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
-    }
+    const Matrix down_t = l.ffn_down_t.present() || !down.present()
+                              ? l.ffn_down_t
+                              : Matrix{sparse::neuron_major_type(down.type, down.rows), nullptr,
+                                       down.cols, down.rows};
     const double read_down = read(kDownIn);
-    const auto down_t_bytes =
-        static_cast<double>(down_t.rows * row_bytes(down_t.type, down_t.cols));
-    if (!down.present()) {
-      dense += static_cast<uint64_t>(down_t_bytes);
-      sparse += read_down * down_t_bytes;
-    } else {
-      dense += bytes(down);
-      sparse += read_down < sparse::down_crossover(down, down_t) ? read_down * down_t_bytes
-                                                                 : static_cast<double>(bytes(down));
-    }
+    const double axpy = read_down * static_cast<double>(down_t.bytes());
+    const Matrix& dense_down = down.present() ? down : down_t;
+    dense += dense_down.bytes();
+    sparse += !down.present() || read_down < sparse::down_crossover(down, down_t)
+                  ? axpy
+                  : static_cast<double>(down.bytes());
   }
   return dense > 0 ? sparse / static_cast<double>(dense) : 1.0;
 }

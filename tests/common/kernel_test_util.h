@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/dispatch.h"
@@ -40,6 +42,30 @@ inline std::vector<float> uniform_floats(int64_t n, uint32_t seed, float lo, flo
   for (auto& x : v) x = dist(rng);
   return v;
 }
+
+// Sets HEARTH_ISA (the level cpu::detect_isa, kernel tables and load-time layout choices see) for
+// the scope, then puts back what was there.
+class IsaCap {
+ public:
+  explicit IsaCap(const std::string& level) {
+    if (const char* old = std::getenv("HEARTH_ISA")) old_ = old, had_ = true;
+    setenv("HEARTH_ISA", level.c_str(), 1);
+  }
+  explicit IsaCap(cpu::Isa isa) : IsaCap(std::string(cpu::isa_name(isa))) {}
+  ~IsaCap() {
+    if (had_) {
+      setenv("HEARTH_ISA", old_.c_str(), 1);
+    } else {
+      unsetenv("HEARTH_ISA");
+    }
+  }
+  IsaCap(const IsaCap&) = delete;
+  IsaCap& operator=(const IsaCap&) = delete;
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
 
 #define HEARTH_REQUIRE_AVX2() \
   if (!::hearth::test::cpu_has_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C"

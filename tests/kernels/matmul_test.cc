@@ -271,25 +271,16 @@ TEST(Matmul, EmptyShapesAndBadColumns) {
 
 TEST(Dispatch, IsaEnvironmentOverride) {
   const char* old = std::getenv("HEARTH_ISA");
-  const std::string saved = old ? old : "";
-  setenv("HEARTH_ISA", "scalar", 1);
-  EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Scalar);
-  cpu::CpuContext ctx(1);
-  EXPECT_EQ(ctx.isa(), cpu::Isa::Scalar);
-  if (old) {
-    setenv("HEARTH_ISA", saved.c_str(), 1);
-  } else {
-    unsetenv("HEARTH_ISA");
+  {
+    const test::IsaCap cap("scalar");
+    EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Scalar);
+    cpu::CpuContext ctx(1);
+    EXPECT_EQ(ctx.isa(), cpu::Isa::Scalar);
   }
   if (test::cpu_has_avx2()) {
     // HEARTH_ISA=avx2 caps a VNNI machine at plain AVX2.
-    setenv("HEARTH_ISA", "avx2", 1);
+    const test::IsaCap cap("avx2");
     EXPECT_EQ(cpu::detect_isa(), cpu::Isa::Avx2);
-    if (old) {
-      setenv("HEARTH_ISA", saved.c_str(), 1);
-    } else {
-      unsetenv("HEARTH_ISA");
-    }
   }
   if (!old) {
     cpu::Isa best = cpu::Isa::Scalar;

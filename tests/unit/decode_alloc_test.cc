@@ -91,6 +91,23 @@ TEST(DecodeLoop, AllocatesNothingAfterWarmUp) {
   }
 }
 
+// A server's batch, one sequence per first token: each one's prompt, then one token each per step.
+struct Steps {
+  std::vector<int32_t> next;
+  std::vector<SeqTokens> prompts, step;
+
+  Steps(const std::vector<int32_t>& first, const std::vector<int32_t>& prompt) : next(first) {
+    for (int32_t i = 0; i < static_cast<int32_t>(next.size()); ++i) {
+      prompts.push_back({i, prompt});
+      step.push_back({i, {&next[static_cast<size_t>(i)], 1}});
+    }
+  }
+  // Step i's tokens.
+  void advance(int i) {
+    for (int32_t& t : next) t = 60 + (t + i) % 100;
+  }
+};
+
 // The server's loop: one eval_batch per step over every sequence, a prompt joining now and then.
 TEST(DecodeLoop, BatchedStepsAllocateNothingAfterWarmUp) {
   if (!HEARTH_COUNT_ALLOCATIONS) GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
@@ -100,19 +117,16 @@ TEST(DecodeLoop, BatchedStepsAllocateNothingAfterWarmUp) {
     const auto model = relu_model(type);
     Session session(model, session_options(mode, 4));
     const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49};
-    std::vector<int32_t> next = {50, 51, 52, 53};
+    Steps s({50, 51, 52, 53}, prompt);
     std::vector<float> logits(4 * static_cast<size_t>(model->config().n_vocab));
-    const std::vector<SeqTokens> prompts = {{0, prompt}, {1, prompt}, {2, prompt}, {3, prompt}};
-    std::vector<SeqTokens> step, joining;
-    for (int32_t i = 0; i < 4; ++i) step.push_back({i, {&next[static_cast<size_t>(i)], 1}});
-    joining = {step[0], step[1], step[2], {3, prompt}};
-    session.eval_batch(prompts, logits);
-    session.eval_batch(step, logits);
+    const std::vector<SeqTokens> joining = {s.step[0], s.step[1], s.step[2], {3, prompt}};
+    session.eval_batch(s.prompts, logits);
+    session.eval_batch(s.step, logits);
 
     const long before = g_allocations.load();
     for (int i = 0; i < 20; ++i) {
-      for (int32_t& t : next) t = 60 + (t + i) % 100;
-      session.eval_batch(step, logits);
+      s.advance(i);
+      session.eval_batch(s.step, logits);
     }
     session.truncate(2, 5);
     session.reset(3);
@@ -120,29 +134,6 @@ TEST(DecodeLoop, BatchedStepsAllocateNothingAfterWarmUp) {
     EXPECT_EQ(g_allocations.load() - before, 0) << dtype_name(type) << " " << to_string(mode);
   }
 }
-
-// Sets HEARTH_ISA for the scope (the level the kernels and the row-group choice see), then puts
-// back what was there.
-class IsaCap {
- public:
-  explicit IsaCap(cpu::Isa isa) {
-    if (const char* old = std::getenv("HEARTH_ISA")) old_ = old, had_ = true;
-    setenv("HEARTH_ISA", std::string(cpu::isa_name(isa)).c_str(), 1);
-  }
-  ~IsaCap() {
-    if (had_) {
-      setenv("HEARTH_ISA", old_.c_str(), 1);
-    } else {
-      unsetenv("HEARTH_ISA");
-    }
-  }
-  IsaCap(const IsaCap&) = delete;
-  IsaCap& operator=(const IsaCap&) = delete;
-
- private:
-  std::string old_;
-  bool had_ = false;
-};
 
 // Weights held as row groups (LoadOptions::row_groups), at every level this CPU has: batched steps
 // of more sequences than a group kernel's tile of tokens, and short prompts joining them, unpack
@@ -152,7 +143,7 @@ TEST(DecodeLoop, RowGroupStepsAllocateNothingAfterWarmUp) {
     GTEST_SKIP() << "allocation counting is off under AddressSanitizer";
   ASSERT_TRUE(counting_works()) << "operator new is not being counted";
   for (const cpu::Isa isa : test::isas()) {
-    const IsaCap cap(isa);
+    const test::IsaCap cap(isa);
     for (const DType type : {DType::Q4_0, DType::Q4_K}) {
       if (!cpu::select_kernels(isa).weights(type).gemm_row_groups) continue;
       SynthOptions so = test::tiny_synth_options(type, FfnActivation::Silu);
@@ -170,24 +161,19 @@ TEST(DecodeLoop, RowGroupStepsAllocateNothingAfterWarmUp) {
       Session session(model, session_options(SparseMode::Dense, 8));
       // 7 steps and this prompt: one product of kMaxDecodeStepTokens tokens.
       const std::vector<int32_t> prompt = {1, 40, 41, 42, 43, 44, 45, 46, 47};
-      std::vector<int32_t> next(8, 50);
+      Steps s(std::vector<int32_t>(8, 50), prompt);
       std::vector<float> logits(8 * static_cast<size_t>(model->config().n_vocab));
-      std::vector<SeqTokens> prompts, step;
-      for (int32_t i = 0; i < 8; ++i) {
-        prompts.push_back({i, prompt});
-        step.push_back({i, {&next[static_cast<size_t>(i)], 1}});
-      }
-      std::vector<SeqTokens> joining(step.begin(), step.end() - 1);
+      std::vector<SeqTokens> joining(s.step.begin(), s.step.end() - 1);
       joining.push_back({7, prompt});
       ASSERT_EQ(7 + static_cast<int64_t>(prompt.size()), cpu::kMaxDecodeStepTokens);
-      session.eval_batch(prompts, logits);
-      session.eval_batch(step, logits);
+      session.eval_batch(s.prompts, logits);
+      session.eval_batch(s.step, logits);
 
       const long before = g_allocations.load();
       for (int i = 0; i < 10; ++i) {
-        for (int32_t& t : next) t = 60 + (t + i) % 100;
-        session.eval_batch(step, logits);
-        session.eval_batch({step.data(), 1}, logits);
+        s.advance(i);
+        session.eval_batch(s.step, logits);
+        session.eval_batch({s.step.data(), 1}, logits);
       }
       session.reset(7);
       session.eval_batch(joining, logits);

@@ -225,13 +225,13 @@ void for_each_group_tile(int64_t ng, int64_t nt, const Tile& tile) {
 constexpr bool unpack_codes(int64_t nt) { return nt > kMaxDecodeStepTokens; }
 
 // The driver of group kernels whose prompt tiles read codes unpacked once per group and call:
-// with `buffered` (unpack_codes: a prompt), unpack(g) once per group, then tile(g, t, tokens) for
-// each of its tiles of up to MaxTokens (as for_each_group_tile); otherwise (decode steps)
-// direct(g, t, tokens) for each tile, which unpacks as it goes.
+// where unpack_codes(nt) (a prompt), unpack(g) once per group into the caller's buffer, then
+// tile(g, t, tokens) for each of its tiles of up to MaxTokens (as for_each_group_tile); otherwise
+// (decode steps) direct(g, t, tokens) for each tile, which unpacks as it goes.
 template <int MaxTokens, typename Direct, typename Unpack, typename Tile>
-void for_each_unpacked_tile(int64_t ng, int64_t nt, bool buffered, const Direct& direct,
-                            const Unpack& unpack, const Tile& tile) {
-  if (!buffered) {
+void for_each_unpacked_tile(int64_t ng, int64_t nt, const Direct& direct, const Unpack& unpack,
+                            const Tile& tile) {
+  if (!unpack_codes(nt)) {
     for_each_group_tile<MaxTokens>(ng, nt, direct);
     return;
   }

@@ -264,12 +264,12 @@ struct Group32Tiles {
     const auto group = [&](int64_t gi) {
       return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
     };
-    const bool buffered = unpack_codes(nt);
-    std::vector<uint8_t> buffer(buffered ? static_cast<size_t>(nb) * 16 * sizeof(__m256i) : 0);
+    std::vector<uint8_t> buffer(unpack_codes(nt) ? static_cast<size_t>(nb) * 16 * sizeof(__m256i)
+                                                 : 0);
     uint8_t* const bytes = buffer.data();
     const auto* unpacked = reinterpret_cast<const __m256i*>(bytes);
     for_each_unpacked_tile<MaxTokens>(
-        ng, nt, buffered,
+        ng, nt,
         [&](int64_t gi, int64_t t, auto tokens) {
           constexpr int T = decltype(tokens)::value;
           const Group* g = group(gi);

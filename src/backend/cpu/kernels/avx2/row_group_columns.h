@@ -72,8 +72,8 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
   const auto group = [&](int64_t gi) {
     return reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
   };
-  const bool buffered = unpack_codes(nt);
-  std::vector<uint8_t> buffer(buffered ? static_cast<size_t>(nb) * 128 * sizeof(__m256i) : 0);
+  std::vector<uint8_t> buffer(unpack_codes(nt) ? static_cast<size_t>(nb) * 128 * sizeof(__m256i)
+                                               : 0);
   auto* unpacked = reinterpret_cast<__m256i*>(buffer.data());
   const auto unpack = [&](int64_t gi) {
     const Group* g = group(gi);
@@ -89,7 +89,7 @@ void gemm_column_codes(int64_t n, const void* w, size_t ldw, int64_t ng, const v
     }
   };
   for_each_unpacked_tile<MaxTokens>(
-      ng, nt, buffered,
+      ng, nt,
       [&](int64_t gi, int64_t t, auto tokens) {
         const Group* g = group(gi);
         Kernel::template run<decltype(tokens)::value>(
