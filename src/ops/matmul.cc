@@ -33,12 +33,16 @@ void matmul_parts(cpu::CpuContext& ctx, DType wtype, int64_t cols,
   size_t ldx = 0;
   const uint8_t* xa = prepare_activations(ctx, k, x, cols, n, &ldx);
   const auto ldw = static_cast<size_t>(row_bytes(wtype, cols));
-  run_split(ctx, total, n, ldw, ldx, [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-    matmul_detail::for_each_piece(parts, r0, r1, [&](const MatmulPart& p, int64_t b, int64_t e) {
-      k.gemm(cols, static_cast<const uint8_t*>(p.w) + b * ldw, ldw, e - b, xa + t0 * ldx, ldx,
-             tn, p.y + t0 * p.rows + b, static_cast<size_t>(p.rows));
-    });
-  });
+  run_split(
+      ctx, total, n, ldw, ldx,
+      [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+        matmul_detail::for_each_piece(
+            parts, r0, r1, [&](const MatmulPart& p, int64_t b, int64_t e) {
+              k.gemm(cols, static_cast<const uint8_t*>(p.w) + b * ldw, ldw, e - b, xa + t0 * ldx,
+                     ldx, tn, p.y + t0 * p.rows + b, static_cast<size_t>(p.rows));
+            });
+      },
+      matmul_detail::kRowQuantum, k.gemv_streams);
 }
 
 void matmul_row_groups(cpu::CpuContext& ctx, DType wtype, int64_t cols,

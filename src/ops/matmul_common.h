@@ -26,7 +26,13 @@ inline constexpr size_t kActBlockBytes = 1536 * 1024;
 // from their far end, so a core that falls behind (shared with another tenant, or further from
 // its rows) does not keep the rest waiting. Which thread computes a row changes no output bit.
 inline constexpr size_t kStealChunkBytes = 64 * 1024;
-// Chunks are whole numbers of the largest one-token tiles (8 rows of long float rows with AVX2)
+// A kernel that reads S streams (WeightKernels::gemv_streams) gets chunks of up to S *
+// kStreamPartBytes, so that each stream runs for a while (parts of 16 KiB lose most of what
+// streams gain, docs/benchmarks.md), yet at least kMinChunksPerThread per thread where the
+// product is smaller, so that a core that falls behind still sheds work.
+inline constexpr size_t kStreamPartBytes = 256 * 1024;
+inline constexpr int64_t kMinChunksPerThread = 4;
+// Chunks are whole numbers of the largest one-token tiles (8 rows: float gathers)
 // and at least two of them, so a chunk boundary never cuts a product into smaller tiles.
 inline constexpr int64_t kRowQuantum = 8;
 
@@ -56,18 +62,24 @@ const uint8_t* prepare_activations(cpu::CpuContext& ctx, const cpu::WeightKernel
 // activations. Every output is computed by one call of the same kernel whatever the split, so
 // results do not depend on the thread count.
 // `quantum`: decode's chunks are whole multiples of it (kRowQuantum rows; 1 where a "row" is a
-// group of rows already).
+// group of rows already). `streams`: the kernel's gemv_streams.
 template <typename Gemm>
 void run_split(cpu::CpuContext& ctx, int64_t rows, int64_t n, size_t row_bytes, size_t ldx,
-               const Gemm& gemm, int64_t quantum = kRowQuantum) {
+               const Gemm& gemm, int64_t quantum = kRowQuantum, int streams = 1) {
   if (rows == 0 || n == 0) return;
   if (n == 1) {
-    const int used = threads_for(ctx, rows * static_cast<int64_t>(row_bytes));
+    const int64_t total = rows * static_cast<int64_t>(row_bytes);
+    const int used = threads_for(ctx, total);
     if (used == 1) {
       gemm(int64_t{0}, rows, int64_t{0}, int64_t{1});
       return;
     }
-    const int64_t chunk_rows = static_cast<int64_t>(kStealChunkBytes / row_bytes);
+    const size_t chunk_bytes =
+        streams <= 1
+            ? kStealChunkBytes
+            : std::clamp(static_cast<size_t>(total / (kMinChunksPerThread * used)),
+                         kStealChunkBytes, static_cast<size_t>(streams) * kStreamPartBytes);
+    const int64_t chunk_rows = static_cast<int64_t>(chunk_bytes / row_bytes);
     const int64_t chunk = std::max(2 * quantum, chunk_rows / quantum * quantum);
     const int64_t n_chunks = (rows + chunk - 1) / chunk;
     cpu::ChunkRange* const ranges = ctx.pool().chunk_ranges();

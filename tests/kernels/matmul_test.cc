@@ -113,24 +113,40 @@ TEST(Matmul, ResultsDoNotDependOnThreadCount) {
   }
 }
 
-// One token's rows: every row computed exactly once, whatever the thread count and row size, and
-// a thread that falls behind has the end of its range taken over by the others.
+// One token's rows: every row computed exactly once, whatever the thread count, row size and
+// the kernel's streams (which make chunks longer), and a thread that falls behind has the end of
+// its range taken over by the others.
 TEST(Matmul, DecodeRowsAreEachComputedOnceAndLateRangesAreShared) {
   for (int nth = 1; nth <= 4; ++nth) {
     cpu::CpuContext ctx(nth, cpu::Isa::Scalar);
     for (int64_t rows : {1, 5, 257, 10007}) {
       for (size_t row_bytes : {size_t{64}, size_t{1152}, size_t{4096}}) {
-        std::vector<std::atomic<int>> seen(static_cast<size_t>(rows));
-        matmul_detail::run_split(ctx, rows, 1, row_bytes, 0,
-                                 [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
-                                   ASSERT_EQ(t0, 0);
-                                   ASSERT_EQ(tn, 1);
-                                   ASSERT_LT(r0, r1);
-                                   for (int64_t r = r0; r < r1; ++r) ++seen[r];
-                                 });
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_EQ(seen[r].load(), 1) << "rows=" << rows << " row_bytes=" << row_bytes
-                                       << " nth=" << nth << " row " << r;
+        for (int streams : {1, 4}) {
+          std::vector<std::atomic<int>> seen(static_cast<size_t>(rows));
+          std::atomic<int64_t> calls{0};
+          matmul_detail::run_split(
+              ctx, rows, 1, row_bytes, 0,
+              [&](int64_t r0, int64_t r1, int64_t t0, int64_t tn) {
+                ASSERT_EQ(t0, 0);
+                ASSERT_EQ(tn, 1);
+                ASSERT_LT(r0, r1);
+                for (int64_t r = r0; r < r1; ++r) ++seen[r];
+                ++calls;
+              },
+              matmul_detail::kRowQuantum, streams);
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_EQ(seen[r].load(), 1)
+                << "rows=" << rows << " row_bytes=" << row_bytes << " nth=" << nth
+                << " streams=" << streams << " row " << r;
+          }
+          // 10007 rows of 4 KiB are 40 MiB: streams take them in chunks of up to 1 MiB, yet
+          // never fewer than kMinChunksPerThread per thread where there are enough rows.
+          if (rows == 10007 && row_bytes == 4096 && nth > 1) {
+            EXPECT_GE(calls.load(), streams == 1 ? 600 : 40) << "nth=" << nth;
+            if (streams > 1) {
+              EXPECT_LE(calls.load(), 80) << "nth=" << nth;
+            }
+          }
         }
       }
     }

@@ -99,6 +99,10 @@ struct WeightKernels {
   // has it), then lanes folded in halves (lane i += lane i + L/2, down to one). The same bits
   // can so be reached from an input-major copy (ops/lane_matvec.cc). 0 for other types.
   int dot_lanes = 0;
+  // How many forward streams a one-token gemm reads contiguous rows as: 1, or S parts of the
+  // rows it is given side by side (kernels/tile_set.h, gemv_streams), which want ranges long
+  // enough for S parts of some length (ops/matmul_common.h).
+  int gemv_streams = 1;
 };
 
 struct Kernels {

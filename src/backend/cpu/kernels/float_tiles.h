@@ -34,7 +34,8 @@ struct FloatTiles {
   // when c1 == n. Every product goes through this, so an output's FMA chain (one accumulator of
   // kLanes lanes, columns in order, then V::sum) is the same whether the columns come in one
   // span or several: tiles, spans and matvec agree bit for bit. `stream`: one row (R = T = 1)
-  // read as part of a forward stream, which prefetches kStreamAhead bytes ahead of itself.
+  // rows each read as part of a forward stream, which prefetch kStreamAhead bytes ahead of
+  // themselves (T = 1).
   template <int R, int T>
   [[gnu::always_inline]] static inline void accumulate(int64_t c0, int64_t c1, int64_t n,
                                                        const uint8_t* const* w,
@@ -44,9 +45,9 @@ struct FloatTiles {
     int64_t i = c0;
     for (; i < whole; i += kLanes) {
       if constexpr (T == 1) {
-        if constexpr (R == 1) {
-          const int64_t at = i * kWeightBytes;
-          if (stream && at % 64 == 0) __builtin_prefetch(w[0] + at + kStreamAhead, 0, 3);
+        const int64_t at = i * kWeightBytes;
+        if (stream && at % 64 == 0) {
+          for (int r = 0; r < R; ++r) __builtin_prefetch(w[r] + at + kStreamAhead, 0, 3);
         }
         // One activation vector: convert each weight vector right where it is used, so the
         // accumulators of matvec stay in registers.
@@ -72,10 +73,10 @@ struct FloatTiles {
   }
 
   // One token streams its rows from DRAM. Short rows (predictor fc2, whose rows are the
-  // predictor's hidden width) put several rows in a page: the tile fetches the row read after
-  // it (`ahead`, from TileSet::gemv). A longer single row of a forward stream prefetches
-  // kStreamAhead bytes ahead of where it reads (tile_set.h). Scattered long rows (gathered, R at
-  // a time) are left to the hardware prefetchers.
+  // predictor's hidden width) put several rows in a page: the tile fetches the rows read after
+  // them (`ahead`, from TileSet::gemv or gemv_streams). Longer rows of forward streams prefetch
+  // kStreamAhead bytes ahead of where they read (tile_set.h). Scattered long rows (gathered, R
+  // at a time) are left to the hardware prefetchers.
   static constexpr int64_t kMaxPrefetchRowBytes = 2048;
 
   template <int R, int T>
@@ -95,7 +96,8 @@ struct FloatTiles {
           for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(ahead[r] + o, 0, 3);
         }
       } else {
-        stream = R == 1 && is_forward_stream(w[0], ahead[0], bytes);
+        stream = true;
+        for (int r = 0; r < R; ++r) stream = stream && is_forward_stream(w[r], ahead[r], bytes);
       }
     }
     accumulate<R, T>(0, n, n, w, xr, acc, stream);
@@ -122,20 +124,19 @@ struct FloatTiles {
   }
 };
 
-// One token over float weights. Runs of consecutive rows go one row at a time (TileSet::gemv),
-// one forward stream the hardware prefetchers follow, where R rows side by side are R
-// interleaved streams. But one row is one FMA chain, bound by the FMA's latency: a 16-lane
-// chain keeps up with DRAM on a core, an 8-lane one not on rows of a page or more (4 KiB rows
-// measured slower one at a time with AVX2). So rows of at least kTileRowBytes go R at a time
-// (R separate pages, whose streams the prefetchers also follow, and R chains); shorter rows,
-// such as the predictors' fc2 (rows of the predictor's hidden width), share pages and always
-// go one at a time.
-template <typename Tiles, int R, int64_t kTileRowBytes>
+// The streams of float_matvec at every vector width (WeightKernels::gemv_streams).
+inline constexpr int kFloatStreams = 4;
+
+// One token over float weights. Contiguous rows go as S forward streams (TileSet::gemv_streams):
+// one row is one FMA chain, bound by the FMA's latency, and one stream at a time leaves DRAM's
+// bandwidth unused, so S rows from S distant parts of the range go side by side. Gathered rows
+// go R at a time (TileSet::gemv), R independent misses in flight.
+template <typename Tiles, int R, int S>
 void float_matvec(int64_t n, const RowList& rows, int64_t nr, const void* x, float* y) {
-  if (n * Tiles::kWeightBytes < kTileRowBytes) {
-    TileSet<Tiles, R, 1>::gemv(n, rows, nr, x, y);
+  if (rows.idx == nullptr) {
+    TileSet<Tiles, S, 1>::gemv_streams(n, rows, nr, x, y);
   } else {
-    TileSet<Tiles, R, 1>::gemm(n, rows, nr, x, 0, 1, y, 0);
+    TileSet<Tiles, R, 1>::gemv(n, rows, nr, x, y);
   }
 }
 

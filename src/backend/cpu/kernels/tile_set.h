@@ -36,11 +36,11 @@ struct RowList {
 using TileFn = void (*)(int64_t n, const uint8_t* const* w, const uint8_t* const* ahead,
                         const uint8_t* x, size_t ldx, float* y, size_t ldy);
 
-// A one-token tile whose single row is followed in memory by the next row it is given as
-// `ahead` (TileSet::gemv's runs of consecutive rows) reads one forward stream. Such a row
-// prefetches kStreamAhead bytes ahead of where it reads: far enough to cover DRAM's latency at
-// one core's share of the bandwidth, which the hardware prefetchers alone do not reach once the
-// products are quick. Both tile engines (float_tiles.h, avx2/group_tiles.h) follow this.
+// A one-token tile row that is followed in memory by the next row it is given as `ahead`
+// (TileSet::gemv's runs of consecutive rows, gemv_streams' parts) reads a forward stream. Such a
+// row prefetches kStreamAhead bytes ahead of where it reads: far enough to cover DRAM's latency
+// at one core's share of the bandwidth, which the hardware prefetchers alone do not reach once
+// the products are quick. Both tile engines (float_tiles.h, avx2/group_tiles.h) follow this.
 inline constexpr int64_t kStreamAhead = 8192;
 // (static: each ISA's translation unit keeps its own copy, as with the templates here.)
 static inline bool is_forward_stream(const uint8_t* w, const uint8_t* ahead, int64_t row_bytes) {
@@ -97,6 +97,33 @@ class TileSet {
         ahead[r] = r0 + R + r < nr ? rows.row(r0 + R + r) : w[r];
       }
       kTiles[(rr - 1) * T](n, w, ahead, xb, 0, y + r0, 0);
+    }
+  }
+
+  // One token over contiguous rows (rows.idx null) read as R forward streams: [0, nr) is cut
+  // into R parts of consecutive rows and each tile takes the next row of every part. A row is
+  // still one FMA chain of its own (the bits of gemv), but a core keeps R chains and R streams
+  // in flight, each in pages of its own, where gemv's single stream waits on one chain's
+  // latency and R adjacent rows side by side read the same pages at once, which the hardware
+  // prefetchers serve worse (docs/benchmarks.md, "Float decode as four streams").
+  [[gnu::always_inline]] static void gemv_streams(int64_t n, const RowList& rows, int64_t nr,
+                                                  const void* x, float* y) {
+    const auto* xb = static_cast<const uint8_t*>(x);
+    const int64_t part = (nr + R - 1) / R;  // rows per stream; the last parts may be shorter
+    for (int64_t k = 0; k < part; ++k) {
+      const uint8_t* w[R];
+      const uint8_t* ahead[R];
+      int64_t at[R];
+      int rr = 0;
+      // Parts are in row order, so once one has no row k the later ones have none either.
+      for (int s = 0; s < R && s * part + k < nr; ++s, ++rr) {
+        at[rr] = s * part + k;
+        w[rr] = rows.row(at[rr]);
+        ahead[rr] = w[rr] + rows.ldw;
+      }
+      float out[R];
+      kTiles[(rr - 1) * T](n, w, ahead, xb, 0, out, 0);
+      for (int s = 0; s < rr; ++s) y[at[s]] = out[s];
     }
   }
 
