@@ -108,6 +108,7 @@ class TileSet {
   // prefetchers serve worse (docs/benchmarks.md, "Float decode as four streams").
   [[gnu::always_inline]] static void gemv_streams(int64_t n, const RowList& rows, int64_t nr,
                                                   const void* x, float* y) {
+    static_assert(T == 1, "gemv_streams takes one token");
     const auto* xb = static_cast<const uint8_t*>(x);
     const int64_t part = (nr + R - 1) / R;  // rows per stream; the last parts may be shorter
     for (int64_t k = 0; k < part; ++k) {
