@@ -5,7 +5,7 @@
 // order, or the scalar table's multiply-then-add, as that table's dot does) adds each listed
 // input's row of W_t into it, and a final pass folds the L rows as the dot product folds its
 // lanes. Threads take whole lanes (disjoint rows of W_t: no shared writes, no order to keep),
-// runs of lanes with about equal numbers of inputs.
+// runs of lanes with about equal numbers of inputs, each run in one axpy_parts walk.
 // lane_matmul: the same sums for every input of a batch, as a matrix product: per chunk of
 // output columns and tile of tokens, each lane's rows of W_t against every token (axpy_dense),
 // then the fold. Threads take runs of chunks.
@@ -62,10 +62,9 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
                  bool lane_grouped) {
   axpy_detail::check_args("lane_matvec", wtype_t, rows, cols, idx, n_idx, 1);
   const int lanes = ctx.kernels().weights(wtype).dot_lanes;
-  check_lanes("lane_matvec", lanes, wtype, wtype_t, ctx.kernels().weights(wtype_t).dot_lanes > 0,
-              lane_grouped);
-  if (cols == 0) return;
   const cpu::WeightKernels& k = ctx.kernels().weights(wtype_t);
+  check_lanes("lane_matvec", lanes, wtype, wtype_t, k.dot_lanes > 0 && k.axpy_parts, lane_grouped);
+  if (cols == 0) return;
   const auto ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
   // Scratch: the lanes' partial sums [lanes, cols], then the list sorted by lane (stable, so
   // each lane's inputs stay ascending) and each lane's start [lanes + 1].
@@ -106,12 +105,13 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   cpu::Turns turns;
   ctx.pool().run([&](int ith, int nth) {
     const int l0 = first_lane(ith, nth), l1 = first_lane(ith + 1, nth);
-    for (int64_t l = l0; l < l1; ++l) {
-      float* const row = acc + l * cols;
-      std::memset(row, 0, static_cast<size_t>(cols) * sizeof(float));
-      const int64_t b = start[l], e = start[l + 1];
-      k.axpy(cols, wb, ldw, by_lane + b, e - b, coef + b, static_cast<size_t>(e - b), 1, row,
-             static_cast<size_t>(cols));
+    if (l0 < l1) {
+      std::memset(acc + l0 * cols, 0, static_cast<size_t>((l1 - l0) * cols) * sizeof(float));
+      // The thread's lanes in one walk, which reads ahead across their boundaries.
+      int64_t ends[kMaxLanes];
+      for (int l = l0; l < l1; ++l) ends[l - l0] = start[l + 1] - start[l0];
+      k.axpy_parts(cols, wb, ldw, by_lane + start[l0], coef + start[l0], ends, l1 - l0,
+                   acc + l0 * cols, static_cast<size_t>(cols));
     }
     turns.wait(ith);
     turns.done(ith);

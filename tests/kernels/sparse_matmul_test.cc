@@ -275,17 +275,22 @@ TEST(SparseKernels, OneTokenIntegerAxpyMatchesTheScalarReference) {
   }
 }
 
-// axpy_parts (Q4_0, Q8_0, Q4_K, Q6_K) is one axpy call per part, to the bit: parts of odd lengths
-// (groups of 32 active rows must restart at each part), empty parts, and a part whose
-// coefficients are all zero, against the same table's axpy.
+// axpy_parts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K) is one axpy call per part, to the bit:
+// parts of odd lengths (groups of 32 active rows must restart at each part; a float walk's passes
+// must not span two parts), empty parts, and a part whose coefficients are all zero, against the
+// same table's axpy.
 TEST(SparseKernels, AxpyPartsIsOneAxpyPerPart) {
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K})
     for (cpu::Isa isa : isas()) {
       const cpu::Kernels ks = cpu::select_kernels(isa);
       const cpu::WeightKernels& k = ks.weights(t);
       ASSERT_NE(k.axpy_parts, nullptr) << cpu::isa_name(isa);
-      for (int64_t cols : t == DType::Q4_0 || t == DType::Q8_0 ? std::vector<int64_t>{32, 288, 1056}
-                                                               : std::vector<int64_t>{256, 768}) {
+      const bool is_float = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+      const bool is_legacy = t == DType::Q4_0 || t == DType::Q8_0;
+      for (int64_t cols : is_float    ? std::vector<int64_t>{1, 37, 203}
+                          : is_legacy ? std::vector<int64_t>{32, 288, 1056}
+                                      : std::vector<int64_t>{256, 768}) {
         const auto ldw = static_cast<size_t>(row_bytes(t, cols));
         const int64_t nr = 151, rows = 2 * nr + 3;
         const auto w = test::random_weights(t, rows, cols, static_cast<uint32_t>(cols + 7));

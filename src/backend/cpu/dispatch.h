@@ -75,8 +75,8 @@ struct WeightKernels {
   // One token of axpy over consecutive parts of the list, each into its own output: positions
   // [ends[p - 1], ends[p]) of idx and a (ends[-1] = 0) add into y + p * ldy, the same bits as one
   // axpy call per part. One call lets a kernel that reads ahead keep doing so across the parts'
-  // boundaries (sparse_axpy's per-chunk partial sums). Null where a type has no such kernel:
-  // callers then call axpy per part.
+  // boundaries (sparse_axpy's per-chunk partial sums, lane_matvec's lanes). Null where a type
+  // has no such kernel: callers then call axpy per part.
   void (*axpy_parts)(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                      const int64_t* ends, int64_t n_parts, float* y, size_t ldy) = nullptr;
   // Float types: y[t * ldy + c] = sum_j coef[j * ldc + t] * W[idx[j]][c] for t < nt, c < n,

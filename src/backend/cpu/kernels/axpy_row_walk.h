@@ -1,8 +1,11 @@
 // The one-token axpy of float rows (F32, F16, BF16), written once for every vector width:
-// y += a[j] * W[idx[j]] over the rows whose coefficient is not zero, in ascending j. The rows go R
-// at a time: each pass loads y once per column block, adds its R rows with one FMA each, and
-// stores it, while it prefetches the same columns of the next pass's rows (scattered rows are too
-// short for the hardware prefetchers to ramp up on). Per output element the FMAs run in ascending
+// y += a[j] * W[idx[j]] over the rows whose coefficient is not zero, in ascending j, or the same
+// over consecutive parts of the list, each into its own y (axpy_parts). The rows go R at a time:
+// each pass loads y once per column block, adds its R rows with one FMA each, and stores it,
+// while it prefetches the same columns of the next pass's rows (scattered rows are too short for
+// the hardware prefetchers to ramp up on). A pass never spans two parts, but the next pass's rows
+// may lie in the next part, so a walk over many short parts (lane_matvec's lanes, sparse_axpy's
+// chunks) never restarts cold. Per output element the FMAs run in ascending
 // j, each fma(a_j, w, y) with one rounding, so the result is the same bits whatever R and the
 // vector width: the AVX2 and AVX-512 tables agree, and lane_matvec can rebuild a dense dot
 // product's lanes from it.
@@ -26,30 +29,47 @@ struct RowWalk {
 
   static void run(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr,
                   const float* a, float* y) {
+    const int64_t ends[1] = {nr};
+    run_parts(n, w, ldw, idx, a, ends, 1, y, 0);
+  }
+
+  // Positions [ends[q - 1], ends[q]) of idx and a (ends[-1] = 0) into y + q * ldy.
+  static void run_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                        const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
     const auto* wb = static_cast<const uint8_t*>(w);
-    // Active rows [p, m) of the window; R spare entries repeat the last row, so every pass has R
-    // valid rows to prefetch.
+    // Active rows [p, m) of the window, with their outputs; R spare entries repeat the last row,
+    // so every pass has R valid rows to prefetch.
     const uint8_t* rows[kWindow + R];
     float coef[kWindow];
+    float* out[kWindow];
     int p = 0, m = 0;
-    int64_t j = 0;
+    int64_t j = 0, part = 0;
     while (true) {
-      if (m - p < 2 * R && j < nr) {
+      if (m - p < 2 * R && part < n_parts) {
         std::copy(rows + p, rows + m, rows);
         std::copy(coef + p, coef + m, coef);
+        std::copy(out + p, out + m, out);
         m -= p;
         p = 0;
-        for (; j < nr && m < kWindow; ++j) {
-          if (a[j] == 0.0f) continue;
-          rows[m] = wb + static_cast<size_t>(idx[j]) * ldw;
-          coef[m++] = a[j];
+        while (part < n_parts && m < kWindow) {
+          if (j == ends[part]) {
+            ++part;
+            continue;
+          }
+          if (a[j] != 0.0f) {
+            rows[m] = wb + static_cast<size_t>(idx[j]) * ldw;
+            coef[m] = a[j];
+            out[m++] = y + static_cast<size_t>(part) * ldy;
+          }
+          ++j;
         }
         for (int r = m; r < m + R && m > 0; ++r) rows[r] = rows[m - 1];
       }
       if (p == m) return;
-      const int count = std::min(R, m - p);
+      int count = 1;
+      while (count < R && p + count < m && out[p + count] == out[p]) ++count;
       const uint8_t* const* next = p + count < m ? rows + p + count : rows + p;
-      dispatch<R>(count, n, rows + p, next, coef + p, y);
+      dispatch<R>(count, n, rows + p, next, coef + p, out[p]);
       p += count;
     }
   }

@@ -190,6 +190,12 @@ void axpy_float(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_
   tiles::RowWalk<Ymm<L>, kFloatWalkRows>::run(n, w, ldw, idx, nr, a, y);
 }
 
+template <typename L>
+void axpy_float_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                      const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  tiles::RowWalk<Ymm<L>, kFloatWalkRows>::run_parts(n, w, ldw, idx, a, ends, n_parts, y, ldy);
+}
+
 }  // namespace
 
 void axpy_q4_0(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64_t nr, const float* a,
@@ -225,6 +231,9 @@ void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_float<DType::F32, LoadF32>;
   k.f16.axpy = axpy_float<DType::F16, LoadF16>;
   k.bf16.axpy = axpy_float<DType::BF16, LoadBf16>;
+  k.f32.axpy_parts = axpy_float_parts<LoadF32>;
+  k.f16.axpy_parts = axpy_float_parts<LoadF16>;
+  k.bf16.axpy_parts = axpy_float_parts<LoadBf16>;
   set_float_axpy_dense_kernels(k);
   k.q8_0.axpy = axpy_q8_0;
   k.q8_0.axpy_parts = axpy_legacy_parts<BlockQ8_0, SumsQ8Avx2>;

@@ -241,6 +241,17 @@ void axpy_legacy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx,
     begin = ends[p];
   }
 }
+template <typename D>
+void axpy_rows_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
+                     const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
+  int64_t begin = 0;
+  for (int64_t p = 0; p < n_parts; ++p) {
+    const int64_t nr = ends[p] - begin;
+    axpy_rows<D>(n, w, ldw, idx + begin, nr, a + begin, static_cast<size_t>(nr), 1,
+                 y + static_cast<size_t>(p) * ldy, 0);
+    begin = ends[p];
+  }
+}
 
 // The Codes reading of the K-quants that have an integer one-token axpy.
 template <DType T>
@@ -307,6 +318,9 @@ void set_axpy_kernels(Kernels& k) {
   k.f32.axpy = axpy_rows<DecodeF32>;
   k.f16.axpy = axpy_rows<DecodeF16>;
   k.bf16.axpy = axpy_rows<DecodeBf16>;
+  k.f32.axpy_parts = axpy_rows_parts<DecodeF32>;
+  k.f16.axpy_parts = axpy_rows_parts<DecodeF16>;
+  k.bf16.axpy_parts = axpy_rows_parts<DecodeBf16>;
   k.f32.axpy_dense = axpy_dense_rows<DecodeF32>;
   k.f16.axpy_dense = axpy_dense_rows<DecodeF16>;
   k.bf16.axpy_dense = axpy_dense_rows<DecodeBf16>;
