@@ -68,7 +68,8 @@ void SessionFlags::add_to(CLI::App& app, bool sparse_repeatable) {
                "about the file's memory instead of 1.75 times it; the same output)");
   app.add_flag("--no-repack", no_repack,
                "keep K-quant and 4/5-bit block matrices in the file's row layout (default: "
-               "16-row groups where every session runs dense, faster decode; the same bytes)");
+               "16-row groups, faster decode, the same bytes: attention's and the output head's "
+               "unless a mode reads their rows, the FFN's where every session runs dense)");
   auto* s = app.add_option("--sparse", sparse,
                            sparse_repeatable
                                ? "FFN sparsity: dense, oracle, predictor, threshold or auto "

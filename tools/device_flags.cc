@@ -40,9 +40,12 @@ LoadOptions DeviceFlags::load_options(const SessionFlags& sf, int32_t n_seq) con
       !sf.keep_matrices && std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
         return m == SparseMode::Auto || m == SparseMode::Threshold;
       });
-  o.row_groups = !sf.no_repack && std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
+  const bool all_dense = std::all_of(modes.begin(), modes.end(), [](SparseMode m) {
     return m == SparseMode::Auto || m == SparseMode::Dense;
   });
+  o.row_groups = sf.no_repack ? RowGroups::None
+                 : all_dense  ? RowGroups::All
+                              : RowGroups::WholeReads;
   DeviceOptions& d = o.device;
   d.device = device;
   d.vram_budget_gib = vram_budget;

@@ -47,6 +47,18 @@ struct DeviceOptions {
 // gives huge pages and the file takes at most half of the available memory, else Map.
 enum class WeightLoad { Auto, Map, Read };
 
+// Which matrices LoadOptions::row_groups holds as row groups.
+enum class RowGroups {
+  None,
+  // The ones every sparse mode also reads whole: attention's (where the model has no thresholds
+  // on attention's inputs, which read input-major copies made from the rows) and an untied
+  // output head. The FFN keeps its rows for the gathers and neuron-major copies.
+  WholeReads,
+  // Every one, where the model's sessions run dense (`--sparse auto` resolves to dense); on other
+  // models the same as WholeReads.
+  All,
+};
+
 struct LoadOptions {
   WeightLoad weights = WeightLoad::Auto;
   // Hold each FFN layer's neurons most-active first, by the firing frequencies calibration stored
@@ -70,14 +82,15 @@ struct LoadOptions {
   // where every session is to run thresholds (--keep-matrices turns it off).
   bool input_major_only = false;
   int32_t input_major_min_width = 512;  // as SessionOptions'
-  // On a model whose sessions run dense (no predictors, no thresholds that `--sparse auto` runs)
-  // with no device: hold its block-quantized matrices of the types whose groups pay at this CPU's
+  // With no device: hold block-quantized matrices of the types whose groups pay at this CPU's
   // level (backend/cpu/kernels/row_groups.h) in 16-row groups, a layout whose one-token products
   // need no horizontal sums, so decode reads them at up to the memory's speed. The same bytes;
-  // products round differently from the row layout's. Sparse sessions cannot read it (they fail to
-  // open). Off by default; the CLI's inference commands turn it on where every session is to run
-  // dense (--no-repack turns it off).
-  bool row_groups = false;
+  // products round differently from the row layout's. Which matrices (RowGroups): those that
+  // every mode reads whole, or every one where sessions run dense. Sparse sessions cannot read
+  // an FFN held so (they fail to open). Off by default; the CLI's inference commands ask for
+  // every matrix where every session is to run dense, else for the whole-read ones (--no-repack
+  // turns it off).
+  RowGroups row_groups = RowGroups::None;
   DeviceOptions device;
 };
 

@@ -38,7 +38,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path, const LoadOpti
   if (options.q8_predictors) hold_predictors_q8(*impl);
   place_on_device(*impl, options.device);
   if (options.input_major_only) impl->hold_input_major_only(options.input_major_min_width);
-  if (options.row_groups) impl->hold_row_groups();
+  if (options.row_groups != RowGroups::None) impl->hold_row_groups(options.row_groups);
   return std::shared_ptr<const Model>(new Model(std::move(impl)));
 }
 

@@ -28,7 +28,7 @@ struct Model::Impl {
   std::vector<HugeBuffer> reordered;  // those matrices of a mapped file, copied in the new order
   std::vector<HugeBuffer> converted;  // a mapped file's predictors in Q8_0 (predictor_q8.h)
   std::vector<HugeBuffer> grouped;    // a mapped file's matrices as row groups (hold_row_groups)
-  bool row_groups_held = false;       // some matrices are row groups: sessions must run dense
+  bool ffn_row_groups = false;        // the FFN's matrices are row groups: sessions must run dense
 
   // What --sparse auto means for this model: Predictor when it has predictors, else Threshold
   // when it has calibrated thresholds, else Dense. The session and the placement both ask here.
@@ -90,13 +90,12 @@ struct Model::Impl {
   // (same type, same bytes); a mapped file's pages are released. Returns whether it did.
   bool hold_input_major_only(int32_t min_width);
 
-  // LoadOptions::row_groups (row_group_weights.cc): on a model whose sessions run dense (no
-  // predictors, no thresholds) with no device, rewrites every matrix of a type whose row groups
-  // this CPU's kernel table has (Q2_K, Q3_K, Q4_K, Q6_K) and whose rows come in whole groups as
-  // them: in the file's bytes where it was read into memory, else in buffers of their own with the
-  // mapped pages released. The embedding table (and a tied output head) keeps its rows. Returns
-  // whether it did.
-  bool hold_row_groups();
+  // LoadOptions::row_groups (row_group_weights.cc): with no device, rewrites the matrices `which`
+  // names (see RowGroups) of a type whose row groups this CPU's kernel table has and whose rows
+  // come in whole groups as them: in the file's bytes where it was read into memory, else in
+  // buffers of their own with the mapped pages released. The embedding table (and a tied output
+  // head) keeps its rows. Returns whether it did.
+  bool hold_row_groups(RowGroups which);
 
  private:
   mutable std::once_flag neuron_major_once_;

@@ -1,6 +1,7 @@
-// Model::Impl::hold_row_groups (model_impl.h): a dense model's matrices of the types that have
-// row groups (backend/cpu/kernels/row_groups.h) rewritten as them, in the file's bytes where the
-// file was read into memory.
+// Model::Impl::hold_row_groups (model_impl.h): matrices of the types that have row groups
+// (backend/cpu/kernels/row_groups.h) rewritten as them, in the file's bytes where the file was
+// read into memory: those every session reads whole, and on a dense model every one.
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <vector>
@@ -20,10 +21,17 @@ struct Target {
 
 }  // namespace
 
-bool Model::Impl::hold_row_groups() {
-  // Sparse sessions read single rows (gathered up and gate, neuron-major copies of down), and a
-  // device takes rows of the file's layout: only a model whose sessions all run dense.
-  if (device || auto_sparse_mode() != SparseMode::Dense) return false;
+bool Model::Impl::hold_row_groups(RowGroups which) {
+  // A device takes rows of the file's layout.
+  if (device || which == RowGroups::None) return false;
+  // Sparse sessions read single rows of the FFN (gathered up and gate, neuron-major copies of
+  // down): its matrices only where every session runs dense.
+  const bool ffn = which == RowGroups::All && auto_sparse_mode() == SparseMode::Dense;
+  // Thresholds on attention's inputs read input-major copies made from its rows, unless every
+  // session runs dense.
+  const bool attention =
+      ffn || std::none_of(config.thresholds.begin(), config.thresholds.end(),
+                          [](const LayerThresholds& t) { return t.attn_in > 0 || t.attn_out > 0; });
   // The types whose groups pay at this CPU's level: the ones its kernel table has them for.
   const cpu::Kernels kernels = cpu::select_kernels(cpu::detect_isa());
   const auto groupable = [&](const Matrix& m) {
@@ -42,18 +50,22 @@ bool Model::Impl::hold_row_groups() {
     if (groupable(m)) targets.push_back({&m, std::move(views)});
   };
   for (LayerWeights& l : weights.layers) {
-    if (l.wqkv.present()) {
-      if (whole_groups({&l.wq, &l.wk, &l.wv})) add(l.wqkv, {&l.wq, &l.wk, &l.wv});
-    } else {
-      for (Matrix* m : {&l.wq, &l.wk, &l.wv}) add(*m);
+    if (attention) {
+      if (l.wqkv.present()) {
+        if (whole_groups({&l.wq, &l.wk, &l.wv})) add(l.wqkv, {&l.wq, &l.wk, &l.wv});
+      } else {
+        for (Matrix* m : {&l.wq, &l.wk, &l.wv}) add(*m);
+      }
+      add(l.wo);
     }
-    if (l.ffn_gate_up.present()) {
-      if (whole_groups({&l.ffn_gate, &l.ffn_up})) add(l.ffn_gate_up, {&l.ffn_gate, &l.ffn_up});
-    } else {
-      for (Matrix* m : {&l.ffn_gate, &l.ffn_up}) add(*m);
+    if (ffn) {
+      if (l.ffn_gate_up.present()) {
+        if (whole_groups({&l.ffn_gate, &l.ffn_up})) add(l.ffn_gate_up, {&l.ffn_gate, &l.ffn_up});
+      } else {
+        for (Matrix* m : {&l.ffn_gate, &l.ffn_up}) add(*m);
+      }
+      add(l.ffn_down);
     }
-    add(l.wo);
-    add(l.ffn_down);
   }
   // A tied output head is the embedding table, whose rows the embedding lookup reads.
   if (weights.output.data != weights.token_embd.data) add(weights.output);
@@ -93,7 +105,7 @@ bool Model::Impl::hold_row_groups() {
     }
   };
   if (!file->edit_in_place(file->image(), file->file_size(), rewrite)) rewrite(nullptr);
-  row_groups_held = true;
+  ffn_row_groups = ffn;
   return true;
 }
 

@@ -96,8 +96,8 @@ Session::Impl::Impl(std::shared_ptr<const Model> m, const SessionOptions& o)
                            o.ffn_observer}),
       logits_(static_cast<size_t>(config_.n_vocab)) {
   const SparseMode mode = sparsity_.mode();
-  if (model_.row_groups_held && mode != SparseMode::Dense) {
-    fail("--sparse ", to_string(mode), " needs the model's rows as the file lays them out; it was ",
+  if (model_.ffn_row_groups && mode != SparseMode::Dense) {
+    fail("--sparse ", to_string(mode), " needs the FFN's rows as the file lays them out; it was ",
          "loaded with row groups (LoadOptions::row_groups; --no-repack keeps the file's layout)");
   }
   if (o.ffn_observer && mode != SparseMode::Dense) {

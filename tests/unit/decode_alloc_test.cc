@@ -152,7 +152,7 @@ TEST(DecodeLoop, RowGroupStepsAllocateNothingAfterWarmUp) {
       const std::string path = test::temp_dir() + "/groups.gguf";
       write_synthetic_model(so, path);
       LoadOptions lo;
-      lo.row_groups = true;
+      lo.row_groups = RowGroups::All;
       const auto model = Model::load(path, lo);
       const std::string where =
           std::string(cpu::isa_name(isa)) + " " + std::string(dtype_name(type));

@@ -70,10 +70,26 @@ TEST(ThresholdChoice, AutoRunsThresholdsOnlyWhereTheySaveEnoughBytes) {
   o.sparse = SparseMode::Threshold;
   EXPECT_EQ(Session(model, o).sparse_mode(), SparseMode::Threshold);
   LoadOptions grouped;
-  grouped.row_groups = true;
+  grouped.row_groups = RowGroups::All;
   const auto with_groups = Model::load(q4, grouped);
-  EXPECT_TRUE(with_groups->impl().row_groups_held);  // Q4_0 has groups at every level
+  EXPECT_TRUE(with_groups->impl().ffn_row_groups);  // Q4_0 has groups at every level
   EXPECT_TRUE(with_groups->impl().weights.layers.front().ffn_up.row_groups);
+}
+
+// Thresholds on attention's inputs read input-major copies made from its rows: asked only for the
+// matrices every mode reads whole, such a file keeps its attention's and its FFN's rows.
+TEST(ThresholdChoice, AttentionWithThresholdsKeepsItsRows) {
+  LoadOptions whole_reads;
+  whole_reads.row_groups = RowGroups::WholeReads;
+  const auto model = Model::load(model_wide_file(DType::Q4_0, {}), whole_reads);
+  EXPECT_EQ(model->impl().auto_sparse_mode(), SparseMode::Threshold);
+  const LayerWeights& l = model->impl().weights.layers.front();
+  EXPECT_FALSE(l.wq.row_groups || l.wo.row_groups || l.ffn_up.row_groups);
+  EXPECT_FALSE(model->impl().ffn_row_groups);
+  SessionOptions o;
+  o.n_ctx = 32;
+  o.sparse = SparseMode::Threshold;
+  EXPECT_NO_THROW(Session(model, o));
 }
 
 // Files without calibrated shares (made before calibration wrote them, or by hand) keep
