@@ -13,6 +13,7 @@ struct BenchRow {
   std::string sparse_requested;  // as given on the command line
   double sparse_threshold = 0;   // predictor threshold in effect (NaN when not set)
   int32_t n_prompt = 0, n_gen = 0, threads = 0, repetitions = 0;
+  int32_t n_depth = 0;  // tokens already in the context when each test starts
   double pp_mean = 0, pp_sd = 0, pp_gflops = 0;
   double tg_mean = 0, tg_sd = 0;
   double sparsity = 0;           // of the tg phase

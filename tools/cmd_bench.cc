@@ -74,7 +74,7 @@ struct ModeRun {
 int cmd_bench(int argc, char** argv) {
   CLI::App app("Measure prompt and generation speed and the decode roofline", "bench");
   std::string model_path, format = "md";
-  int32_t n_prompt = 512, n_gen = 128, reps = 3;
+  int32_t n_prompt = 512, n_gen = 128, n_depth = 0, reps = 3;
   bool skip_bandwidth = false;
   SessionFlags sf;
   DeviceFlags df;
@@ -82,6 +82,10 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-m,--model", model_path, "GGUF model file")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (0 = skip)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
   app.add_option("-n,--n-gen", n_gen, "generated tokens (0 = skip)")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  app.add_option("-d,--n-depth", n_depth,
+                 "tokens already in the context when each test starts (evaluated first, not timed)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   app.add_option("-r,--repetitions", reps, "repetitions of each test")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("-o,--output", format, "output format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
   app.add_flag("--no-bandwidth", skip_bandwidth, "skip the memory bandwidth measurement");
@@ -90,20 +94,21 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--trace", trace_path,
                  "write a Chrome trace of the first mode's last generation run to FILE")
       ->type_name("FILE");
-  app.get_option("--ctx-size")->description("context size in tokens (0 = the larger of -p and -n, plus 1)");
+  app.get_option("--ctx-size")
+      ->description("context size in tokens (0 = -d plus the larger of -p and -n, plus 1)");
   return run_app(app, argc, argv, [&] {
     if (n_prompt == 0 && n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-    const int32_t needed = std::max(n_prompt, n_gen) + 1;
-    if (sf.n_ctx == 0) sf.n_ctx = needed;
+    const int32_t longest = n_depth + std::max(n_prompt, n_gen);
+    if (sf.n_ctx == 0) sf.n_ctx = longest + 1;
     // The device's placement is solved for the first mode.
     const auto model = load_model(model_path, sf, df);
     const ModelConfig& c = model->config();
     SessionOptions o = sf.options();
-    if (o.n_ctx < std::max(n_prompt, n_gen)) {
-      fail("-c ", o.n_ctx, " is too small for ", std::max(n_prompt, n_gen), " tokens (-p ", n_prompt,
-           ", -n ", n_gen, ")");
+    if (o.n_ctx < longest) {
+      fail("-c ", o.n_ctx, " is too small for ", longest, " tokens (-d ", n_depth, ", -p ",
+           n_prompt, ", -n ", n_gen, ")");
     }
-    o.n_batch = std::max(1, std::min(o.n_batch, std::max(n_prompt, 1)));
+    o.n_batch = std::max(1, std::min(o.n_batch, std::max({n_prompt, n_depth, 1})));
     if (o.n_ctx > c.n_ctx_train) {
       std::fprintf(stderr, "hearth bench: note: %d tokens exceed the model's training context %lld\n",
                    o.n_ctx, (long long)c.n_ctx_train);
@@ -123,27 +128,34 @@ int cmd_bench(int argc, char** argv) {
     for (auto& t : prompt) t = pick(rng);
     std::vector<int32_t> gen(static_cast<size_t>(n_gen));
     for (auto& t : gen) t = pick(rng);
+    std::vector<int32_t> depth(static_cast<size_t>(n_depth));
+    for (auto& t : depth) t = pick(rng);
 
-    auto run_pp = [&](Session& s) {
+    // Each test starts from a context holding the depth tokens, evaluated outside the timing.
+    auto fill = [&](Session& s) {
       s.reset();
-      s.eval_prompt(prompt);
+      if (n_depth) s.eval_prompt(depth);
     };
+    auto run_pp = [&](Session& s) { s.eval_prompt(prompt); };
     auto run_tg = [&](Session& s) {
-      s.reset();
       for (const int32_t& t : gen) s.eval({&t, 1});
     };
     // Warm-up (page in the mapped weights, size the scratch), then alternate the tests and, within
     // each test, the modes.
     for (auto& r : runs) {
-      if (n_prompt) run_pp(*r.session);
-      if (n_gen) run_tg(*r.session);
+      if (n_prompt) fill(*r.session), run_pp(*r.session);
+      if (n_gen) fill(*r.session), run_tg(*r.session);
     }
     for (int rep = 0; rep < reps; ++rep) {
       if (n_prompt) {
-        for (auto& r : runs) r.pp.push_back(n_prompt / time_s([&] { run_pp(*r.session); }));
+        for (auto& r : runs) {
+          fill(*r.session);
+          r.pp.push_back(n_prompt / time_s([&] { run_pp(*r.session); }));
+        }
       }
       if (n_gen) {
         for (auto& r : runs) {
+          fill(*r.session);
           r.session->reset_stats();
           r.tg.push_back(n_gen / time_s([&] { run_tg(*r.session); }));
           accumulate(r.tg_stats, r.session->sparse_stats());
@@ -157,8 +169,9 @@ int cmd_bench(int argc, char** argv) {
       bandwidth = cpu::measure_bandwidth_gbs(pool);
     }
     const int kv_bytes = o.kv_type == KvType::F16 ? 2 : 4;
-    // Decode reads the KV cache so far: on average n_gen / 2 positions.
-    const double kv_per_token = 2.0 * c.n_layer * c.n_embd_kv() * kv_bytes * (n_gen / 2.0);
+    // Decode reads the KV cache so far: on average n_depth + n_gen / 2 positions.
+    const double kv_per_token =
+        2.0 * c.n_layer * c.n_embd_kv() * kv_bytes * (n_depth + n_gen / 2.0);
     // One number for the report; per-layer calibrated thresholds have none (null).
     const double threshold = !std::isnan(sf.sparse_threshold) ? sf.sparse_threshold
                              : c.predictor_thresholds.empty() ? model->sparse_threshold()
@@ -174,12 +187,13 @@ int cmd_bench(int argc, char** argv) {
       row.sparse_threshold = r.session->sparse_mode() == SparseMode::Predictor ? threshold : std::nan("");
       row.n_prompt = n_prompt;
       row.n_gen = n_gen;
+      row.n_depth = n_depth;
       row.threads = r.session->n_threads();
       row.repetitions = reps;
       const Stats pps = stats(r.pp), tgs = stats(r.tg);
       row.pp_mean = pps.mean;
       row.pp_sd = pps.sd;
-      row.pp_gflops = pps.mean * flops_per_token(c, n_prompt / 2.0) / 1e9;
+      row.pp_gflops = pps.mean * flops_per_token(c, n_depth + n_prompt / 2.0) / 1e9;
       row.tg_mean = tgs.mean;
       row.tg_sd = tgs.sd;
       row.sparsity = r.tg_stats.sparsity();

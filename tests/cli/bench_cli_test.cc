@@ -115,6 +115,25 @@ TEST_F(BenchCli, MarkdownAndCsvCompareAgainstTheFirstMode) {
   EXPECT_NE(lines[2].find(",oracle,oracle,"), std::string::npos) << lines[2];
 }
 
+// -d, as llama-bench's: each test starts with that many tokens in the context, which the test
+// names say, the decode's bytes count (its KV reads) and the context size must hold.
+TEST_F(BenchCli, DepthStartsEachTestFromAFilledContext) {
+  auto r = run_hearth(quick({"-d", "16"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| pp8 @ d16 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| tg4 @ d16 |"), std::string::npos) << r.out;
+  const auto bytes = [&](const std::string& depth) {
+    const auto j = run_hearth(quick({"-o", "json", "-d", depth}));
+    EXPECT_EQ(j.exit_code, 0) << j.err;
+    const auto rows = nlohmann::json::parse(j.out);
+    EXPECT_EQ(rows[0]["n_depth"], std::stoi(depth));
+    return rows[0]["bytes_per_token"].get<double>();
+  };
+  EXPECT_GT(bytes("40"), bytes("0"));
+  expect_clean_error(run_hearth(quick({"-d", "16", "-c", "20"})), "-d 16");
+  expect_clean_error(run_hearth(quick({"-d", "-3"})), "depth");
+}
+
 TEST_F(BenchCli, BadModesAreCleanErrors) {
   expect_clean_error(run_hearth(quick({"--sparse", "turbo"})), "turbo");
   expect_clean_error(run_hearth(quick({"--sparse", "dense", "--sparse", "bogus"})), "bogus");
