@@ -7,7 +7,9 @@
 
 namespace hearth::attention_detail {
 
-inline constexpr int kMaxTileQueries = 4;
+// A decode step's queries of one KV head (8 for most grouped-query models) fit one tile, which
+// then reads each of the head's K/V rows once.
+inline constexpr int kMaxTileQueries = 8;
 
 struct Tile {
   int n_q = 0;                           // queries in this tile, 1..kMaxTileQueries

@@ -7,10 +7,11 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
-#include "common/kernel_test_util.h"
 #include "backend/cpu/context.h"
+#include "common/kernel_test_util.h"
 #include "core/fp16.h"
 #include "ops/attention.h"
 
@@ -92,21 +93,24 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {8, 4, 8, 512, 0, 1},      // stories260K shapes, first token
-    {8, 4, 8, 512, 40, 1},     // stories260K decode
-    {4, 4, 64, 96, 0, 23},     // MHA prefill from empty
-    {4, 2, 64, 96, 11, 17},    // GQA 2, prefill continuing a cache
-    {8, 2, 128, 300, 250, 1},  // GQA 4 decode, longer context
-    {8, 2, 128, 300, 0, 37},   // GQA 4 prefill
-    {2, 1, 13, 40, 3, 9},      // odd head_dim: scalar tails in the SIMD kernel
-    {3, 3, 20, 40, 7, 5},      // head_dim 20: one 16-wide chunk and a tail of 4
-    {6, 2, 80, 64, 30, 2},     // head_dim 80 (64 + 16), two decode tokens
-    {8, 2, 128, 300, 250, 1, 17},  // sliding window, decode
-    {4, 2, 20, 96, 11, 37, 13},    // sliding window, prefill: each query its own first key
-    {2, 1, 13, 40, 0, 9, 64},      // a window longer than the context seen so far
+    {8, 4, 8, 512, 0, 1},               // stories260K shapes, first token
+    {8, 4, 8, 512, 40, 1},              // stories260K decode
+    {4, 4, 64, 96, 0, 23},              // MHA prefill from empty
+    {4, 2, 64, 96, 11, 17},             // GQA 2, prefill continuing a cache
+    {8, 2, 128, 300, 250, 1},           // GQA 4 decode, longer context
+    {8, 2, 128, 300, 0, 37},            // GQA 4 prefill
+    {2, 1, 13, 40, 3, 9},               // odd head_dim: scalar tails in the SIMD kernel
+    {3, 3, 20, 40, 7, 5},               // head_dim 20: one 16-wide chunk and a tail of 4
+    {6, 2, 80, 64, 30, 2},              // head_dim 80 (64 + 16), two decode tokens
+    {8, 2, 128, 300, 250, 1, 17},       // sliding window, decode
+    {4, 2, 20, 96, 11, 37, 13},         // sliding window, prefill: each query its own first key
+    {2, 1, 13, 40, 0, 9, 64},           // a window longer than the context seen so far
     {8, 2, 128, 300, 250, 1, 0, 1.0f},  // soft-capped scores, decode
     {4, 2, 20, 96, 11, 37, 13, 0.5f},   // soft-capped, windowed prefill
     {2, 1, 13, 40, 3, 9, 0, 0.25f},     // a cap far below the scores, odd head_dim
+    {32, 4, 64, 300, 250, 1},  // GQA 8 decode (Llama-shaped): a KV head's queries in one tile
+    {16, 2, 64, 200, 0, 13},   // GQA 8 prefill: tiles of 8 queries and their remainders
+    {12, 2, 24, 100, 20, 3},   // GQA 6, head_dim 24: tiles of 5 to 8 queries
 };
 
 void run_case(const Case& c, DType kv_type) {
@@ -154,25 +158,28 @@ TEST(OpsAttention, F16CacheMatchesNaive) {
 }
 
 TEST(OpsAttention, PrefillEqualsTokenByTokenDecode) {
-  // The causal mask makes a batch of tokens equivalent to feeding them one at a time.
-  AttentionParams p;
-  p.n_head = 4;
-  p.n_head_kv = 2;
-  p.head_dim = 32;
-  p.n_ctx = 64;
-  const int64_t n_tokens = 21, row = p.n_head * p.head_dim;
-  const Cache cache(p, n_tokens, 11);
-  const auto q = random_vec(n_tokens * row, 12, -2.0f, 2.0f);
-  for (Isa isa : isas()) {
-    cpu::CpuContext ctx(2, isa);
-    AlignedBuffer ws(attention_workspace_bytes(p, 2));
-    std::vector<float> batch(static_cast<size_t>(n_tokens * row)), single(batch.size());
-    attention(ctx, p, q.data(), cache.k.ptr, cache.v.ptr, 0, n_tokens, batch.data(), ws.ptr);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      attention(ctx, p, q.data() + t * row, cache.k.ptr, cache.v.ptr, t, 1, single.data() + t * row,
-                ws.ptr);
+  // The causal mask makes a batch of tokens equivalent to feeding them one at a time, whatever
+  // tiles the queries are grouped in (GQA 2, and GQA 8, whose decode steps take 8-query tiles).
+  for (const auto& [n_head, n_head_kv] : {std::pair{4, 2}, std::pair{16, 2}}) {
+    AttentionParams p;
+    p.n_head = n_head;
+    p.n_head_kv = n_head_kv;
+    p.head_dim = 32;
+    p.n_ctx = 64;
+    const int64_t n_tokens = 21, row = p.n_head * p.head_dim;
+    const Cache cache(p, n_tokens, 11);
+    const auto q = random_vec(n_tokens * row, 12, -2.0f, 2.0f);
+    for (Isa isa : isas()) {
+      cpu::CpuContext ctx(2, isa);
+      AlignedBuffer ws(attention_workspace_bytes(p, 2));
+      std::vector<float> batch(static_cast<size_t>(n_tokens * row)), single(batch.size());
+      attention(ctx, p, q.data(), cache.k.ptr, cache.v.ptr, 0, n_tokens, batch.data(), ws.ptr);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        attention(ctx, p, q.data() + t * row, cache.k.ptr, cache.v.ptr, t, 1,
+                  single.data() + t * row, ws.ptr);
+      }
+      EXPECT_EQ(batch, single) << cpu::isa_name(isa) << " GQA " << n_head / n_head_kv;
     }
-    EXPECT_EQ(batch, single) << cpu::isa_name(isa);
   }
 }
 

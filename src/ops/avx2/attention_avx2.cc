@@ -1,4 +1,4 @@
-// AVX2 attention tile: scores for NQ queries (1..4) against the keys they see, softmax, then the
+// AVX2 attention tile: scores for NQ queries (1..8) against the keys they see, softmax, then the
 // weighted sum of V rows, with register blocking so each K/V chunk loaded (and, for F16, widened)
 // once serves every query of the tile.
 //
@@ -46,12 +46,13 @@ inline void prefetch_row(const void* base, int64_t i, int n) {
   for (int b = 0; b < n * kElem; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
-// Keys per score block: NQ · NK = 8 dot products in flight, enough to hide the FMA latency and
-// exactly one hsum8x.
+// Keys per score block: NQ · NK = 8 dot products in flight (NQ up to 4; more queries take one key
+// at a time), enough to hide the FMA latency and exactly one hsum8x.
 template <int NQ>
 constexpr int kKeysPerBlock = NQ == 1   ? 8
                               : NQ == 2 ? 4
-                                        : 2;
+                              : NQ <= 4 ? 2
+                                        : 1;
 
 // scores[i][j0 + k] = scale · q[i] · K[j0 + k] for i < NQ, k < NK.
 template <int NQ, int NK, bool kF16>
@@ -164,7 +165,7 @@ void tile_kernel(const Tile& t) {
   }
 
   // Output chunks of 8·C dims: NQ·C accumulators stay in registers across all keys.
-  constexpr int C = NQ == 1 ? 8 : NQ == 2 ? 4 : 2;
+  constexpr int C = NQ == 1 ? 8 : NQ == 2 ? 4 : NQ <= 4 ? 2 : 1;
   const int hd = t.head_dim;
   int d = 0;
   for (; d + 8 * C <= hd; d += 8 * C) value_block<NQ, C, kF16>(t, j0, n_kv, d, inv);
@@ -186,7 +187,16 @@ void tile_dispatch(const Tile& t) {
     case 1: return tile_kernel<1, kF16>(t);
     case 2: return tile_kernel<2, kF16>(t);
     case 3: return tile_kernel<3, kF16>(t);
-    default: return tile_kernel<4, kF16>(t);
+    case 4:
+      return tile_kernel<4, kF16>(t);
+    case 5:
+      return tile_kernel<5, kF16>(t);
+    case 6:
+      return tile_kernel<6, kF16>(t);
+    case 7:
+      return tile_kernel<7, kF16>(t);
+    default:
+      return tile_kernel<8, kF16>(t);
   }
 }
 
