@@ -77,17 +77,23 @@ void kv_store(cpu::Isa isa, const AttentionParams& p, const float* src, int64_t 
   assert(pos0 >= 0 && pos0 + n_tokens <= p.n_ctx);
   const int64_t row = static_cast<int64_t>(p.n_head_kv) * p.head_dim;
   if (src_stride == 0) src_stride = row;
+  // A position's heads are one run in a position-major cache, one run each in a head-major one.
+  const int runs = p.head_major ? p.n_head_kv : 1;
+  const int64_t run = row / runs;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* s = src + t * src_stride;
-    if (p.kv_type == DType::F32) {
-      std::memcpy(static_cast<float*>(cache) + (pos0 + t) * row, s, row * sizeof(float));
-      continue;
-    }
-    uint16_t* d = static_cast<uint16_t*>(cache) + (pos0 + t) * row;
-    if (ops_avx2::enabled(isa)) {
-      ops_avx2::f32_to_f16(s, d, row);
-    } else {
-      for (int64_t i = 0; i < row; ++i) d[i] = fp32_to_fp16(s[i]);
+    for (int h = 0; h < runs; ++h) {
+      const float* s = src + t * src_stride + h * run;
+      const int64_t at = kv_index(p, pos0 + t, h, 0);
+      if (p.kv_type == DType::F32) {
+        std::memcpy(static_cast<float*>(cache) + at, s, run * sizeof(float));
+        continue;
+      }
+      uint16_t* d = static_cast<uint16_t*>(cache) + at;
+      if (ops_avx2::enabled(isa)) {
+        ops_avx2::f32_to_f16(s, d, run);
+      } else {
+        for (int64_t i = 0; i < run; ++i) d[i] = fp32_to_fp16(s[i]);
+      }
     }
   }
 }
@@ -115,7 +121,8 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
   const int64_t tiles_per_kv = (per_kv + tile_q - 1) / tile_q;
   const int64_t n_items = p.n_head_kv * tiles_per_kv;
 
-  const int64_t row_stride = static_cast<int64_t>(p.n_head_kv) * hd;
+  // Between one position's row of a KV head and the next.
+  const int64_t row_stride = kv_index(p, 1, 0, 0);
   const int64_t q_stride = static_cast<int64_t>(p.n_head) * hd;
   const int64_t score_floats = score_row_floats(p.n_ctx);
   const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
@@ -139,8 +146,8 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
       const int kvh = static_cast<int>(item / tiles_per_kv);
       const int64_t tile_idx = tiles_per_kv - 1 - item % tiles_per_kv;
       Tile t;
-      t.k = static_cast<const char*>(k_cache) + static_cast<int64_t>(kvh) * hd * elem;
-      t.v = static_cast<const char*>(v_cache) + static_cast<int64_t>(kvh) * hd * elem;
+      t.k = static_cast<const char*>(k_cache) + kv_index(p, 0, kvh, 0) * elem;
+      t.v = static_cast<const char*>(v_cache) + kv_index(p, 0, kvh, 0) * elem;
       t.row_stride = row_stride;
       t.head_dim = hd;
       t.scale = scale;

@@ -20,6 +20,8 @@ AttentionParams attention_params(const ModelConfig& c, int64_t n_ctx, KvType kv_
   a.window = c.n_swa;
   a.scale = c.attn_scale;
   a.softcap = c.attn_softcap;
+  // Decode steps read each KV head's rows as a stream.
+  a.head_major = true;
   return a;
 }
 

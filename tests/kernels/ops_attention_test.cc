@@ -58,11 +58,10 @@ double cache_at(const AttentionParams& p, const void* cache, int64_t i) {
 std::vector<double> attention_naive(const AttentionParams& p, const std::vector<float>& q,
                                     const void* k, const void* v, int64_t pos0, int64_t n_tokens) {
   const int hd = p.head_dim, group = p.n_head / p.n_head_kv;
-  const int64_t row = static_cast<int64_t>(p.n_head_kv) * hd;
   std::vector<double> out(static_cast<size_t>(n_tokens * p.n_head * hd));
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int h = 0; h < p.n_head; ++h) {
-      const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
+      const int kvh = h / group;
       const float* qv = q.data() + (t * p.n_head + h) * hd;
       const int64_t n = pos0 + t + 1;
       const int64_t lo = p.window > 0 ? std::max<int64_t>(0, n - p.window) : 0;
@@ -70,7 +69,7 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
       double max = -INFINITY, sum = 0.0;
       for (int64_t j = lo; j < n; ++j) {
         double dot = 0.0;
-        for (int d = 0; d < hd; ++d) dot += qv[d] * cache_at(p, k, j * row + kv_off + d);
+        for (int d = 0; d < hd; ++d) dot += qv[d] * cache_at(p, k, kv_index(p, j, kvh, d));
         s[j] = dot / std::sqrt(static_cast<double>(hd));
         if (p.softcap > 0) s[j] = p.softcap * std::tanh(s[j] / p.softcap);
         max = std::max(max, s[j]);
@@ -78,7 +77,7 @@ std::vector<double> attention_naive(const AttentionParams& p, const std::vector<
       for (auto& x : s) sum += x = std::exp(x - max);
       double* o = out.data() + (t * p.n_head + h) * hd;
       for (int64_t j = lo; j < n; ++j) {
-        for (int d = 0; d < hd; ++d) o[d] += s[j] / sum * cache_at(p, v, j * row + kv_off + d);
+        for (int d = 0; d < hd; ++d) o[d] += s[j] / sum * cache_at(p, v, kv_index(p, j, kvh, d));
       }
     }
   }
@@ -113,8 +112,9 @@ const Case kCases[] = {
     {12, 2, 24, 100, 20, 3},   // GQA 6, head_dim 24: tiles of 5 to 8 queries
 };
 
-void run_case(const Case& c, DType kv_type) {
+void run_case(const Case& c, DType kv_type, bool head_major) {
   AttentionParams p;
+  p.head_major = head_major;
   p.n_head = c.n_head;
   p.n_head_kv = c.n_head_kv;
   p.head_dim = c.head_dim;
@@ -139,7 +139,8 @@ void run_case(const Case& c, DType kv_type) {
       // Values are O(1); float dot products of <= 128 terms and softmax over <= 300 keys stay
       // within a few 1e-7 of the double result (the F16 cache is exact input to both).
       EXPECT_LT(worst, 2e-6) << cpu::isa_name(isa) << " threads " << threads << " hd " << c.head_dim
-                             << " pos0 " << c.pos0 << " n_tokens " << c.n_tokens;
+                             << (head_major ? " head-major" : "") << " pos0 " << c.pos0
+                             << " n_tokens " << c.n_tokens;
       if (first.empty()) {
         first = out;
       } else {
@@ -150,11 +151,46 @@ void run_case(const Case& c, DType kv_type) {
 }
 
 TEST(OpsAttention, F32CacheMatchesNaive) {
-  for (const Case& c : kCases) run_case(c, DType::F32);
+  for (const bool head_major : {false, true}) {
+    for (const Case& c : kCases) run_case(c, DType::F32, head_major);
+  }
 }
 
 TEST(OpsAttention, F16CacheMatchesNaive) {
-  for (const Case& c : kCases) run_case(c, DType::F16);
+  for (const bool head_major : {false, true}) {
+    for (const Case& c : kCases) run_case(c, DType::F16, head_major);
+  }
+}
+
+// The same attention over either layout, to the bit; a head-major cache holds each KV head's
+// positions as one run.
+TEST(OpsAttention, HeadMajorCacheGivesTheSameBits) {
+  AttentionParams p;
+  p.n_head = 16;
+  p.n_head_kv = 2;
+  p.head_dim = 24;
+  p.n_ctx = 50;
+  p.kv_type = DType::F16;
+  const int64_t n_tokens = 9, pos0 = 30;
+  const auto q = random_vec(n_tokens * p.n_head * p.head_dim, 17, -1.5f, 1.5f);
+  std::vector<std::vector<float>> outs;
+  for (const bool head_major : {false, true}) {
+    p.head_major = head_major;
+    const Cache cache(p, pos0 + n_tokens, 18);
+    if (head_major) {
+      const auto* k = static_cast<const uint16_t*>(cache.k.ptr);
+      // Head 1's position 3 follows head 1's position 2, n_ctx rows after head 0's.
+      EXPECT_EQ(kv_index(p, 3, 1, 0) - kv_index(p, 2, 1, 0), p.head_dim);
+      EXPECT_EQ(kv_index(p, 0, 1, 0), p.n_ctx * p.head_dim);
+      EXPECT_NE(k[kv_index(p, 3, 1, 5)], k[kv_index(p, 3, 0, 5)]);
+    }
+    cpu::CpuContext ctx(2, cpu::detect_isa());
+    AlignedBuffer ws(attention_workspace_bytes(p, 2));
+    outs.emplace_back(q.size());
+    attention(ctx, p, q.data(), cache.k.ptr, cache.v.ptr, pos0, n_tokens, outs.back().data(),
+              ws.ptr);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
 }
 
 TEST(OpsAttention, PrefillEqualsTokenByTokenDecode) {

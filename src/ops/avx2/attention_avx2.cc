@@ -34,9 +34,10 @@ inline float load1(const void* base, int64_t i) {
   }
 }
 
-// Rows ahead to prefetch when the tile asks for it. Rows of one head are n_head_kv · head_dim
-// elements apart, a stride the hardware prefetchers follow poorly; in decode every row comes from
-// memory, so prefetching pays, in prefill mostly from cache, where it only adds work.
+// Rows ahead to prefetch when the tile asks for it. Rows of one head are row_stride elements
+// apart: head_dim in a head-major cache, n_head_kv · head_dim in a position-major one, a stride
+// the hardware prefetchers follow poorly. In decode every row comes from memory, so prefetching
+// pays; in prefill they come mostly from cache, where it only adds work.
 constexpr int64_t kPrefetchRows = 12;
 
 template <bool kF16>
