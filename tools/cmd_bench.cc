@@ -143,8 +143,14 @@ int cmd_bench(int argc, char** argv) {
     // Warm-up (page in the mapped weights, size the scratch), then alternate the tests and, within
     // each test, the modes.
     for (auto& r : runs) {
-      if (n_prompt) fill(*r.session), run_pp(*r.session);
-      if (n_gen) fill(*r.session), run_tg(*r.session);
+      if (n_prompt) {
+        fill(*r.session);
+        run_pp(*r.session);
+      }
+      if (n_gen) {
+        fill(*r.session);
+        run_tg(*r.session);
+      }
     }
     for (int rep = 0; rep < reps; ++rep) {
       if (n_prompt) {

@@ -39,7 +39,7 @@ bool Model::Impl::hold_row_groups(RowGroups which) {
            kernels.weights(m.type).gemm_row_groups && m.rows % cpu::kGroupRows == 0 &&
            file->contains(m.data, m.bytes());
   };
-  const auto whole_groups = [](std::initializer_list<const Matrix*> views) {
+  const auto whole_groups = [](std::initializer_list<Matrix*> views) {
     for (const Matrix* v : views) {
       if (v->present() && v->rows % cpu::kGroupRows != 0) return false;
     }
@@ -49,21 +49,22 @@ bool Model::Impl::hold_row_groups(RowGroups which) {
   const auto add = [&](Matrix& m, std::vector<Matrix*> views = {}) {
     if (groupable(m)) targets.push_back({&m, std::move(views)});
   };
+  // A fused projection as one matrix with its parts as views (where they are whole groups), else
+  // each part on its own.
+  const auto add_parts = [&](Matrix& fused, std::initializer_list<Matrix*> parts) {
+    if (!fused.present()) {
+      for (Matrix* m : parts) add(*m);
+    } else if (whole_groups(parts)) {
+      add(fused, parts);
+    }
+  };
   for (LayerWeights& l : weights.layers) {
     if (attention) {
-      if (l.wqkv.present()) {
-        if (whole_groups({&l.wq, &l.wk, &l.wv})) add(l.wqkv, {&l.wq, &l.wk, &l.wv});
-      } else {
-        for (Matrix* m : {&l.wq, &l.wk, &l.wv}) add(*m);
-      }
+      add_parts(l.wqkv, {&l.wq, &l.wk, &l.wv});
       add(l.wo);
     }
     if (ffn) {
-      if (l.ffn_gate_up.present()) {
-        if (whole_groups({&l.ffn_gate, &l.ffn_up})) add(l.ffn_gate_up, {&l.ffn_gate, &l.ffn_up});
-      } else {
-        for (Matrix* m : {&l.ffn_gate, &l.ffn_up}) add(*m);
-      }
+      add_parts(l.ffn_gate_up, {&l.ffn_gate, &l.ffn_up});
       add(l.ffn_down);
     }
   }

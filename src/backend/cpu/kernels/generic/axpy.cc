@@ -230,27 +230,31 @@ void axpy_legacy(int64_t n, const void* w, size_t ldw, const int32_t* idx, int64
   axpy_rows<D>(n, w, ldw, idx, nr, a, lda, nt, y, ldy);
 }
 
-// The reference of axpy_parts: one call per part.
+// The reference of axpy_parts: one call of a one-token axpy(idx, nr, a, y) per part.
+template <typename Axpy>
+void each_part(const int32_t* idx, const float* a, const int64_t* ends, int64_t n_parts, float* y,
+               size_t ldy, const Axpy& axpy) {
+  int64_t begin = 0;
+  for (int64_t p = 0; p < n_parts; ++p) {
+    axpy(idx + begin, ends[p] - begin, a + begin, y + static_cast<size_t>(p) * ldy);
+    begin = ends[p];
+  }
+}
 template <typename C>
 void axpy_legacy_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                        const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
-  int64_t begin = 0;
-  for (int64_t p = 0; p < n_parts; ++p) {
-    axpy_legacy_int<C>(n, static_cast<const uint8_t*>(w), ldw, idx + begin, ends[p] - begin,
-                       a + begin, y + static_cast<size_t>(p) * ldy);
-    begin = ends[p];
-  }
+  each_part(idx, a, ends, n_parts, y, ldy,
+            [&](const int32_t* i, int64_t nr, const float* c, float* out) {
+              axpy_legacy_int<C>(n, static_cast<const uint8_t*>(w), ldw, i, nr, c, out);
+            });
 }
 template <typename D>
 void axpy_rows_parts(int64_t n, const void* w, size_t ldw, const int32_t* idx, const float* a,
                      const int64_t* ends, int64_t n_parts, float* y, size_t ldy) {
-  int64_t begin = 0;
-  for (int64_t p = 0; p < n_parts; ++p) {
-    const int64_t nr = ends[p] - begin;
-    axpy_rows<D>(n, w, ldw, idx + begin, nr, a + begin, static_cast<size_t>(nr), 1,
-                 y + static_cast<size_t>(p) * ldy, 0);
-    begin = ends[p];
-  }
+  each_part(idx, a, ends, n_parts, y, ldy,
+            [&](const int32_t* i, int64_t nr, const float* c, float* out) {
+              axpy_rows<D>(n, w, ldw, i, nr, c, static_cast<size_t>(nr), 1, out, 0);
+            });
 }
 
 // The Codes reading of the K-quants that have an integer one-token axpy.
