@@ -8,6 +8,7 @@
 #include "core/fp16.h"
 #include "ops/attention_tile.h"
 #include "ops/avx2/ops_avx2.h"
+#include "ops/avx512/ops_avx512.h"
 #include "ops/vec.h"
 
 namespace hearth {
@@ -127,6 +128,7 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
   const int64_t score_floats = score_row_floats(p.n_ctx);
   const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const bool f16 = p.kv_type == DType::F16;
+  const bool avx512 = ops_avx512::enabled(ctx.isa());
   const bool simd = ops_avx2::enabled(ctx.isa());
   const int elem = elem_bytes(p.kv_type);
   // With a few query tokens each K/V row is used by one or two tiles, so it comes from memory.
@@ -165,7 +167,9 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
         t.first[i] = p.window > 0 && t.n_vis[i] > p.window ? t.n_vis[i] - p.window : 0;
         t.scores[i] = scores + i * score_floats;
       }
-      if (simd) {
+      if (avx512) {
+        ops_avx512::attention_tile(t);
+      } else if (simd) {
         ops_avx2::attention_tile(t);
       } else {
         attention_tile_scalar(t);

@@ -107,12 +107,15 @@ const Case kCases[] = {
     {8, 2, 128, 300, 250, 1, 0, 1.0f},  // soft-capped scores, decode
     {4, 2, 20, 96, 11, 37, 13, 0.5f},   // soft-capped, windowed prefill
     {2, 1, 13, 40, 3, 9, 0, 0.25f},     // a cap far below the scores, odd head_dim
-    {32, 4, 64, 300, 250, 1},  // GQA 8 decode (Llama-shaped): a KV head's queries in one tile
-    {16, 2, 64, 200, 0, 13},   // GQA 8 prefill: tiles of 8 queries and their remainders
-    {12, 2, 24, 100, 20, 3},   // GQA 6, head_dim 24: tiles of 5 to 8 queries
+    {32, 4, 64, 300, 250, 1},   // GQA 8 decode (Llama-shaped): a KV head's queries in one tile
+    {16, 2, 64, 200, 0, 13},    // GQA 8 prefill: tiles of 8 queries and their remainders
+    {12, 2, 24, 100, 20, 3},    // GQA 6, head_dim 24: tiles of 5 to 8 queries
+    {28, 4, 128, 200, 150, 1},  // GQA 7 decode (Qwen2-shaped): an odd tile
+    {8, 2, 256, 60, 40, 2},     // head_dim 256 (Gemma-shaped)
+    {4, 2, 264, 150, 80, 3},    // head_dim 264: value sums in two runs of chunks
 };
 
-void run_case(const Case& c, DType kv_type, bool head_major) {
+AttentionParams params_of(const Case& c, DType kv_type, bool head_major) {
   AttentionParams p;
   p.head_major = head_major;
   p.n_head = c.n_head;
@@ -122,6 +125,11 @@ void run_case(const Case& c, DType kv_type, bool head_major) {
   p.kv_type = kv_type;
   p.window = c.window;
   p.softcap = c.softcap;
+  return p;
+}
+
+void run_case(const Case& c, DType kv_type, bool head_major) {
+  const AttentionParams p = params_of(c, kv_type, head_major);
   const int64_t n_out = c.n_tokens * c.n_head * c.head_dim;
   const Cache cache(p, c.pos0 + c.n_tokens, 7);
   const auto q = random_vec(n_out, 3, -1.5f, 1.5f);
@@ -191,6 +199,32 @@ TEST(OpsAttention, HeadMajorCacheGivesTheSameBits) {
               ws.ptr);
   }
   EXPECT_EQ(outs[0], outs[1]);
+}
+
+// The AVX-512 tile reproduces the AVX2 tile's arithmetic for every query (scores folded by the
+// same tree, values summed in the same order), so the two levels agree to the bit.
+TEST(OpsAttention, Avx512TileGivesTheAvx2Bits) {
+  if (cpu::detect_isa() != Isa::Avx512) GTEST_SKIP() << "no AVX-512 on this machine";
+  for (const DType kv_type : {DType::F32, DType::F16}) {
+    for (const Case& c : kCases) {
+      const AttentionParams p = params_of(c, kv_type, true);
+      const int64_t n_out = c.n_tokens * c.n_head * c.head_dim;
+      const Cache cache(p, c.pos0 + c.n_tokens, 21);
+      const auto q = random_vec(n_out, 22, -1.5f, 1.5f);
+      std::vector<std::vector<float>> outs;
+      for (const auto& [isa, threads] :
+           {std::pair{Isa::Avx2, 2}, std::pair{Isa::Avx512, 1}, std::pair{Isa::Avx512, 3}}) {
+        cpu::CpuContext ctx(threads, isa);
+        AlignedBuffer ws(attention_workspace_bytes(p, threads));
+        outs.emplace_back(static_cast<size_t>(n_out));
+        attention(ctx, p, q.data(), cache.k.ptr, cache.v.ptr, c.pos0, c.n_tokens,
+                  outs.back().data(), ws.ptr);
+      }
+      EXPECT_EQ(outs[1], outs[0]) << "hd " << c.head_dim << " heads " << c.n_head << "/"
+                                  << c.n_head_kv << " pos0 " << c.pos0;
+      EXPECT_EQ(outs[2], outs[0]);
+    }
+  }
 }
 
 TEST(OpsAttention, PrefillEqualsTokenByTokenDecode) {

@@ -7,6 +7,7 @@
 // same 8-wide chunks in the same order and is reduced with the same tree (hsum/hsum8x), each output
 // element accumulates keys in index order, and tails use the same scalar code for every NQ.
 #include "ops/attention_tile.h"
+#include "ops/avx2/attention_parts.h"
 #include "ops/avx2/ops_avx2.h"
 #include "ops/avx2/simd.h"
 #include "ops/vec.h"
@@ -32,19 +33,6 @@ inline float load1(const void* base, int64_t i) {
   } else {
     return static_cast<const float*>(base)[i];
   }
-}
-
-// Rows ahead to prefetch when the tile asks for it. Rows of one head are row_stride elements
-// apart: head_dim in a head-major cache, n_head_kv · head_dim in a position-major one, a stride
-// the hardware prefetchers follow poorly. In decode every row comes from memory, so prefetching
-// pays; in prefill they come mostly from cache, where it only adds work.
-constexpr int64_t kPrefetchRows = 12;
-
-template <bool kF16>
-inline void prefetch_row(const void* base, int64_t i, int n) {
-  constexpr int kElem = kF16 ? 2 : 4;
-  const char* p = static_cast<const char*>(base) + i * kElem;
-  for (int b = 0; b < n * kElem; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
 }
 
 // Keys per score block: NQ · NK = 8 dot products in flight (NQ up to 4; more queries take one key
@@ -89,40 +77,6 @@ void score_block(const Tile& t, int64_t j0) {
   }
 }
 
-// s[first .. n_vis) = e^(s - max s), s[j0 .. first) and s[n_vis .. n_kv) = 0; returns 1 / Σ.
-// The visible keys of a row are s[first ..], read as a row of their own.
-float softmax_row(float* row, int64_t j0, int64_t first, int64_t n_vis, int64_t n_kv) {
-  for (int64_t j = j0; j < first; ++j) row[j] = 0.0f;
-  float* const s = row + first;
-  n_vis -= first;
-  n_kv -= first;
-  float max = s[0];
-  int64_t j = 0;
-  if (n_vis >= 8) {
-    __m256 m = _mm256_loadu_ps(s);
-    for (j = 8; j + 8 <= n_vis; j += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + j), m);
-    max = hmax(m);
-  }
-  for (; j < n_vis; ++j) max = s[j] > max ? s[j] : max;
-
-  const __m256 vmax = _mm256_set1_ps(max);
-  __m256 sum = _mm256_setzero_ps();
-  for (j = 0; j + 8 <= n_vis; j += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(s + j), vmax));
-    _mm256_storeu_ps(s + j, e);
-    sum = _mm256_add_ps(sum, e);
-  }
-  if (j < n_vis) {
-    const __m256i mask = tail_mask(static_cast<int>(n_vis - j));
-    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s + j, mask), vmax)),
-                                   _mm256_castsi256_ps(mask));
-    _mm256_maskstore_ps(s + j, mask, e);
-    sum = _mm256_add_ps(sum, e);
-  }
-  for (j = n_vis; j < n_kv; ++j) s[j] = 0.0f;
-  return 1.0f / hsum(sum);
-}
-
 // out[i][d0 .. d0 + 8C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], accumulating keys in index order.
 template <int NQ, int C, bool kF16>
 void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
@@ -158,12 +112,7 @@ void tile_kernel(const Tile& t) {
   for (; j < n_kv; ++j) score_block<NQ, 1, kF16>(t, j);
 
   float inv[NQ];
-  for (int i = 0; i < NQ; ++i) {
-    if (t.softcap > 0.0f) {
-      vec_soft_cap(t.scores[i] + t.first[i], t.softcap, t.n_vis[i] - t.first[i]);
-    }
-    inv[i] = softmax_row(t.scores[i], j0, t.first[i], t.n_vis[i], n_kv);
-  }
+  softmax_rows<NQ>(t, softmax_row, inv);
 
   // Output chunks of 8·C dims: NQ·C accumulators stay in registers across all keys.
   constexpr int C = NQ == 1 ? 8 : NQ == 2 ? 4 : NQ <= 4 ? 2 : 1;
@@ -182,33 +131,10 @@ void tile_kernel(const Tile& t) {
   }
 }
 
-template <bool kF16>
-void tile_dispatch(const Tile& t) {
-  switch (t.n_q) {
-    case 1: return tile_kernel<1, kF16>(t);
-    case 2: return tile_kernel<2, kF16>(t);
-    case 3: return tile_kernel<3, kF16>(t);
-    case 4:
-      return tile_kernel<4, kF16>(t);
-    case 5:
-      return tile_kernel<5, kF16>(t);
-    case 6:
-      return tile_kernel<6, kF16>(t);
-    case 7:
-      return tile_kernel<7, kF16>(t);
-    default:
-      return tile_kernel<8, kF16>(t);
-  }
-}
-
 }  // namespace
 
 void attention_tile(const Tile& t) {
-  if (t.f16) {
-    tile_dispatch<true>(t);
-  } else {
-    tile_dispatch<false>(t);
-  }
+  dispatch_tile(t, [&](auto nq, auto f16) { tile_kernel<decltype(nq)::value, f16>(t); });
 }
 
 }  // namespace hearth::ops_avx2

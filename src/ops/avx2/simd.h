@@ -1,12 +1,22 @@
 // AVX2/FMA/F16C building blocks shared by the ops' SIMD files. Include only from files under an
-// avx2/ folder: they are the only ones compiled with these instructions enabled.
+// avx2/ or avx512/ folder: they are the only ones compiled with these instructions enabled.
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+// These inline functions have external linkage, and the linker keeps one copy of each: a copy
+// built in an avx512/ file (EVEX encodings) must never be the one an AVX2-only CPU runs, so each
+// set of flags gets its own symbols (as backend/cpu/kernels/avx2/avx2_util.h does).
+#if defined(__AVX512F__)
+#define HEARTH_OPS_AVX2_ABI abi_avx512
+#else
+#define HEARTH_OPS_AVX2_ABI abi_avx2
+#endif
+
 namespace hearth::ops_avx2 {
+inline namespace HEARTH_OPS_AVX2_ABI {
 
 inline __m256 load_f16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -88,4 +98,5 @@ inline __m256 silu_ps(__m256 x) {
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
+}  // namespace HEARTH_OPS_AVX2_ABI
 }  // namespace hearth::ops_avx2
