@@ -52,6 +52,25 @@ inline __m256 hsum8x(const __m256 v[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// The 8 x 8 transpose: r[p]'s element c becomes r[c]'s element p.
+inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], s[8];
+  for (int p = 0; p < 8; p += 2) {
+    t[p] = _mm256_unpacklo_ps(r[p], r[p + 1]);
+    t[p + 1] = _mm256_unpackhi_ps(r[p], r[p + 1]);
+  }
+  for (int h = 0; h < 8; h += 4) {
+    s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x20);
+    r[c + 4] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x31);
+  }
+}
+
 inline float hmax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));

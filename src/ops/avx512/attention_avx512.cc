@@ -180,25 +180,6 @@ float softmax_row(float* row, int64_t j0, int64_t first, int64_t n_vis, int64_t 
   return 1.0f / ops_avx2::hsum(sum);
 }
 
-// r[p] (key p's 8 elements) becomes r[c] (element c of the 8 keys).
-inline void transpose8(__m256 (&r)[8]) {
-  __m256 t[8], s[8];
-  for (int p = 0; p < 8; p += 2) {
-    t[p] = _mm256_unpacklo_ps(r[p], r[p + 1]);
-    t[p + 1] = _mm256_unpackhi_ps(r[p], r[p + 1]);
-  }
-  for (int h = 0; h < 8; h += 4) {
-    s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x20);
-    r[c + 4] = _mm256_permute2f128_ps(s[c], s[c + 4], 0x31);
-  }
-}
-
 // scores[i][j] = scale · q[i] · K[j] for every query and the keys j0 .. n_kv - 1 of the tile.
 template <int P, bool kF16>
 void scores(const Tile& t, const __m512* qp) {
@@ -211,7 +192,7 @@ void scores(const Tile& t, const __m512* qp) {
     for (int n = 0; n < 8; n += N) score_keys<P, N, kF16>(t, qp, j + n, last, scale, blk + 8 * n);
     __m256 r[8];
     for (int p = 0; p < 8; ++p) r[p] = _mm256_load_ps(blk + 8 * p);
-    transpose8(r);
+    ops_avx2::transpose8(r);
     for (int c = 0; c < 8; ++c) {
       const int i = query_of_lane(c, P, t.n_q);
       if (i >= 0) _mm256_storeu_ps(t.scores[i] + j, r[c]);
