@@ -1,5 +1,6 @@
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cmath>
@@ -20,8 +21,12 @@ using attention_detail::Tile;
 // Score rows start on a cache line of their own so threads never share one.
 constexpr int64_t kScoreAlign = 16;  // floats
 
-// Batches of fewer query tokens than this prefetch K/V rows ahead of use.
+// Batches of fewer query tokens than this prefetch K/V rows ahead of use, at least
+// kPrefetchMinRows rows and about kPrefetchBytes of a head's rows ahead: a tile streams its KV
+// head's rows on one core, whose misses in flight set the pace (too few at 12 rows of 128 bytes).
 constexpr int64_t kPrefetchMaxTokens = 8;
+constexpr int64_t kPrefetchMinRows = 12;
+constexpr int64_t kPrefetchBytes = 8192;
 
 int64_t score_row_floats(int64_t n_ctx) {
   return (n_ctx + kScoreAlign - 1) / kScoreAlign * kScoreAlign;
@@ -131,8 +136,12 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
   const bool avx512 = ops_avx512::enabled(ctx.isa());
   const bool simd = ops_avx2::enabled(ctx.isa());
   const int elem = elem_bytes(p.kv_type);
-  // With a few query tokens each K/V row is used by one or two tiles, so it comes from memory.
-  const bool prefetch = n_tokens < kPrefetchMaxTokens;
+  // With a few query tokens each K/V row is used by one or two tiles, so it comes from memory:
+  // about kPrefetchBytes of a head's rows ahead keep enough lines in flight to stream them.
+  const int64_t prefetch_rows =
+      n_tokens < kPrefetchMaxTokens
+          ? std::max<int64_t>(kPrefetchMinRows, kPrefetchBytes / (static_cast<int64_t>(hd) * elem))
+          : 0;
 
   // Tiles are handed out one at a time: causal work grows with the token index, so a static split
   // would leave the threads with the early tokens idle. Items go KV head by KV head, so that the
@@ -155,7 +164,7 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
       t.scale = scale;
       t.softcap = p.softcap;
       t.f16 = f16;
-      t.prefetch = prefetch;
+      t.prefetch_rows = prefetch_rows;
       const int64_t f_end = (tile_idx + 1) * tile_q < per_kv ? (tile_idx + 1) * tile_q : per_kv;
       for (int64_t f = tile_idx * tile_q; f < f_end; ++f) {
         const int64_t tok = f / group;

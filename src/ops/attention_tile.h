@@ -25,7 +25,8 @@ struct Tile {
   float scale = 0.0f;
   float softcap = 0.0f;   // AttentionParams::softcap (vec_soft_cap before the softmax)
   bool f16 = false;       // cache elements are F16 (else F32)
-  bool prefetch = false;  // K/V rows are likely not in cache (few query tokens)
+  int64_t prefetch_rows = 0;  // K/V rows come from memory (few query tokens): fetch this many
+                              // rows ahead of use; 0: they are likely in cache, fetch nothing
 };
 
 }  // namespace hearth::attention_detail

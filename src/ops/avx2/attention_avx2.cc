@@ -51,9 +51,9 @@ inline __m256 chunk_sums(const Tile& t, int64_t j0) {
   __m256 acc[8];
   for (int a = 0; a < 8; ++a) acc[a] = _mm256_setzero_ps();
   const int hd = t.head_dim;
-  if (t.prefetch && j0 + NK + kPrefetchRows <= t.n_vis[NQ - 1]) {
-    for (int k = 0; k < NK; ++k)
-      prefetch_row<kF16>(t.k, (j0 + k + kPrefetchRows) * t.row_stride, hd);
+  const int64_t ahead = t.prefetch_rows;
+  if (ahead > 0 && j0 + NK + ahead <= t.n_vis[NQ - 1]) {
+    for (int k = 0; k < NK; ++k) prefetch_row<kF16>(t.k, (j0 + k + ahead) * t.row_stride, hd);
   }
   for (int d = 0; d + 8 <= hd; d += 8) {
     __m256 qv[NQ];
@@ -121,8 +121,8 @@ void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* i
     for (int c = 0; c < C; ++c) acc[i][c] = _mm256_setzero_ps();
   }
   for (int64_t j = j0; j < n_kv; ++j) {
-    if (t.prefetch && j + kPrefetchRows < n_kv) {
-      prefetch_row<kF16>(t.v, (j + kPrefetchRows) * t.row_stride + d0, 8 * C);
+    if (d0 == 0 && t.prefetch_rows > 0 && j + t.prefetch_rows < n_kv) {
+      prefetch_row<kF16>(t.v, (j + t.prefetch_rows) * t.row_stride, t.head_dim);
     }
     __m256 vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load8<kF16>(t.v, j * t.row_stride + d0 + 8 * c);

@@ -14,13 +14,10 @@
 namespace hearth::ops_avx2 {
 inline namespace HEARTH_OPS_AVX2_ABI {
 
-// Rows ahead to prefetch when the tile asks for it. Rows of one head are row_stride elements
-// apart: head_dim in a head-major cache, n_head_kv · head_dim in a position-major one, a stride
-// the hardware prefetchers follow poorly. In decode every row comes from memory, so prefetching
-// pays; in prefill they come mostly from cache, where it only adds work.
-inline constexpr int64_t kPrefetchRows = 12;
-
-// n elements of a cache row from element i on.
+// n elements of a cache row from element i on. Rows of one head are row_stride elements apart:
+// head_dim in a head-major cache, n_head_kv · head_dim in a position-major one, a stride the
+// hardware prefetchers follow poorly. A value pass prefetches whole rows in its first pass over
+// the output dims: the later passes read the rest of those lines from cache.
 template <bool kF16>
 inline void prefetch_row(const void* base, int64_t i, int n) {
   constexpr int kElem = kF16 ? 2 : 4;

@@ -24,7 +24,6 @@ namespace {
 using attention_detail::kMaxTileQueries;
 using attention_detail::Tile;
 using ops_avx2::dispatch_tile;
-using ops_avx2::kPrefetchRows;
 using ops_avx2::prefetch_row;
 using ops_avx2::softmax_rows;
 
@@ -108,9 +107,9 @@ inline void score_keys(const Tile& t, const __m512* qp, int64_t j, int64_t last,
   }
   int64_t row[N];
   for (int n = 0; n < N; ++n) row[n] = (j + n < last ? j + n : last) * t.row_stride;
-  if (t.prefetch && j + N + kPrefetchRows <= last) {
-    for (int n = 0; n < N; ++n)
-      prefetch_row<kF16>(t.k, row[n] + kPrefetchRows * t.row_stride, t.head_dim);
+  const int64_t ahead = t.prefetch_rows;
+  if (ahead > 0 && j + N + ahead <= last) {
+    for (int n = 0; n < N; ++n) prefetch_row<kF16>(t.k, row[n] + ahead * t.row_stride, t.head_dim);
   }
   const int chunks = t.head_dim / 8;
   for (int c = 0; c < chunks; ++c) {
@@ -216,8 +215,8 @@ void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* i
     for (int c = 0; c < C; ++c) acc[i][c] = _mm512_setzero_ps();
   }
   for (int64_t j = j0; j < n_kv; ++j) {
-    if (t.prefetch && j + kPrefetchRows < n_kv) {
-      prefetch_row<kF16>(t.v, (j + kPrefetchRows) * t.row_stride + d0, 16 * C);
+    if (d0 == 0 && t.prefetch_rows > 0 && j + t.prefetch_rows < n_kv) {
+      prefetch_row<kF16>(t.v, (j + t.prefetch_rows) * t.row_stride, t.head_dim);
     }
     __m512 vv[C];
     for (int c = 0; c < C; ++c) vv[c] = load16<kF16>(t.v, j * t.row_stride + d0 + 16 * c);
