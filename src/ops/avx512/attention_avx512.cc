@@ -1,6 +1,6 @@
 // AVX-512 attention tile: the AVX2 tile's results (../avx2/attention_avx2.cc), bit for bit, with
-// each FMA over 16 lanes. At long contexts the AVX2 tile is bound by its FMAs, so halving them
-// halves most of attention's time.
+// each FMA over 16 lanes. At long contexts the AVX2 tile is bound by its FMAs; this one does half
+// as many.
 //
 // Scores. The AVX2 tile sums a score in 8 lanes, lane l taking dims 8c + l over the chunks c in
 // order, then folds the lanes by hsum's tree. Here a 512-bit vector holds two queries' 8 lanes
@@ -31,8 +31,7 @@ using ops_avx2::softmax_rows;
 constexpr int kMaxHeadDim = 256;
 constexpr int kMaxPairs = kMaxTileQueries / 2;
 
-template <bool kF16>
-const uint16_t* f16_at(const void* base, int64_t i) {
+inline const uint16_t* f16_at(const void* base, int64_t i) {
   return static_cast<const uint16_t*>(base) + i;
 }
 
@@ -40,7 +39,7 @@ const uint16_t* f16_at(const void* base, int64_t i) {
 template <bool kF16>
 inline __m512 chunk_twice(const void* base, int64_t i) {
   if constexpr (kF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f16_at<kF16>(base, i)));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(f16_at(base, i)));
     return _mm512_cvtph_ps(_mm256_broadcastsi128_si256(h));
   } else {
     return _mm512_broadcast_f32x8(_mm256_loadu_ps(static_cast<const float*>(base) + i));
@@ -52,7 +51,7 @@ template <bool kF16>
 inline __m512 load16(const void* base, int64_t i) {
   if constexpr (kF16) {
     return _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f16_at<kF16>(base, i))));
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f16_at(base, i))));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
   }
@@ -60,7 +59,7 @@ inline __m512 load16(const void* base, int64_t i) {
 template <bool kF16>
 inline __m256 load8(const void* base, int64_t i) {
   if constexpr (kF16) {
-    return ops_avx2::load_f16x8(f16_at<kF16>(base, i));
+    return ops_avx2::load_f16x8(f16_at(base, i));
   } else {
     return _mm256_loadu_ps(static_cast<const float*>(base) + i);
   }
