@@ -50,8 +50,7 @@ inline __m512 chunk_twice(const void* base, int64_t i) {
 template <bool kF16>
 inline __m512 load16(const void* base, int64_t i) {
   if constexpr (kF16) {
-    return _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(f16_at(base, i))));
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f16_at(base, i))));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
   }
