@@ -133,8 +133,10 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
   const int64_t score_floats = score_row_floats(p.n_ctx);
   const float scale = p.scale != 0.0f ? p.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const bool f16 = p.kv_type == DType::F16;
-  const bool avx512 = ops_avx512::enabled(ctx.isa());
-  const bool simd = ops_avx2::enabled(ctx.isa());
+  void (*const tile_kernel)(const Tile&) = ops_avx512::enabled(ctx.isa())
+                                               ? ops_avx512::attention_tile
+                                           : ops_avx2::enabled(ctx.isa()) ? ops_avx2::attention_tile
+                                                                          : attention_tile_scalar;
   const int elem = elem_bytes(p.kv_type);
   // With a few query tokens each K/V row is used by one or two tiles, so it comes from memory:
   // about kPrefetchBytes of a head's rows ahead keep enough lines in flight to stream them.
@@ -176,13 +178,7 @@ void attention(cpu::CpuContext& ctx, const AttentionParams& p, const float* q, c
         t.first[i] = p.window > 0 && t.n_vis[i] > p.window ? t.n_vis[i] - p.window : 0;
         t.scores[i] = scores + i * score_floats;
       }
-      if (avx512) {
-        ops_avx512::attention_tile(t);
-      } else if (simd) {
-        ops_avx2::attention_tile(t);
-      } else {
-        attention_tile_scalar(t);
-      }
+      tile_kernel(t);
     }
   });
 }

@@ -18,15 +18,6 @@ namespace {
 using attention_detail::Tile;
 
 template <bool kF16>
-inline __m256 load8(const void* base, int64_t i) {
-  if constexpr (kF16) {
-    return load_f16x8(static_cast<const uint16_t*>(base) + i);
-  } else {
-    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
-  }
-}
-
-template <bool kF16>
 inline float load1(const void* base, int64_t i) {
   if constexpr (kF16) {
     return _cvtsh_ss(static_cast<const uint16_t*>(base)[i]);
@@ -111,31 +102,6 @@ void score_keys8(const Tile& t, int64_t j0) {
   }
   const __m256 scale = _mm256_set1_ps(t.scale);
   for (int i = 0; i < NQ; ++i) _mm256_storeu_ps(t.scores[i] + j0, _mm256_mul_ps(r[i], scale));
-}
-
-// out[i][d0 .. d0 + 8C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], accumulating keys in index order.
-template <int NQ, int C, bool kF16>
-void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
-  __m256 acc[NQ][C];
-  for (int i = 0; i < NQ; ++i) {
-    for (int c = 0; c < C; ++c) acc[i][c] = _mm256_setzero_ps();
-  }
-  for (int64_t j = j0; j < n_kv; ++j) {
-    if (d0 == 0 && t.prefetch_rows > 0 && j + t.prefetch_rows < n_kv) {
-      prefetch_row<kF16>(t.v, (j + t.prefetch_rows) * t.row_stride, t.head_dim);
-    }
-    __m256 vv[C];
-    for (int c = 0; c < C; ++c) vv[c] = load8<kF16>(t.v, j * t.row_stride + d0 + 8 * c);
-    for (int i = 0; i < NQ; ++i) {
-      const __m256 p = _mm256_broadcast_ss(t.scores[i] + j);
-      for (int c = 0; c < C; ++c) acc[i][c] = _mm256_fmadd_ps(p, vv[c], acc[i][c]);
-    }
-  }
-  for (int i = 0; i < NQ; ++i) {
-    const __m256 s = _mm256_set1_ps(inv[i]);
-    for (int c = 0; c < C; ++c)
-      _mm256_storeu_ps(t.out[i] + d0 + 8 * c, _mm256_mul_ps(acc[i][c], s));
-  }
 }
 
 template <int NQ, bool kF16>

@@ -1,7 +1,7 @@
 // Pieces of the attention tile kernels that the AVX2 tile (attention_avx2.cc) and the AVX-512 one
 // (../avx512/attention_avx512.cc) share, so that both give every query the same bits: the
-// softmax of the score rows, the prefetch of K/V rows and the dispatch over a tile's shape. Include
-// only from files under an avx2/ or avx512/ folder.
+// softmax of the score rows, the 8-wide value pass, the prefetch of K/V rows and the dispatch over
+// a tile's shape. Include only from files under an avx2/ or avx512/ folder.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,42 @@ inline void prefetch_row(const void* base, int64_t i, int n) {
   constexpr int kElem = kF16 ? 2 : 4;
   const char* p = static_cast<const char*>(base) + i * kElem;
   for (int b = 0; b < n * kElem; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+
+// Elements [i, i + 8) of a cache row as floats.
+template <bool kF16>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (kF16) {
+    return load_f16x8(static_cast<const uint16_t*>(base) + i);
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  }
+}
+
+// out[i][d0 .. d0 + 8C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], accumulating keys in index order.
+template <int NQ, int C, bool kF16>
+inline void value_block(const attention_detail::Tile& t, int64_t j0, int64_t n_kv, int d0,
+                        const float* inv) {
+  __m256 acc[NQ][C];
+  for (int i = 0; i < NQ; ++i) {
+    for (int c = 0; c < C; ++c) acc[i][c] = _mm256_setzero_ps();
+  }
+  for (int64_t j = j0; j < n_kv; ++j) {
+    if (d0 == 0 && t.prefetch_rows > 0 && j + t.prefetch_rows < n_kv) {
+      prefetch_row<kF16>(t.v, (j + t.prefetch_rows) * t.row_stride, t.head_dim);
+    }
+    __m256 vv[C];
+    for (int c = 0; c < C; ++c) vv[c] = load8<kF16>(t.v, j * t.row_stride + d0 + 8 * c);
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 p = _mm256_broadcast_ss(t.scores[i] + j);
+      for (int c = 0; c < C; ++c) acc[i][c] = _mm256_fmadd_ps(p, vv[c], acc[i][c]);
+    }
+  }
+  for (int i = 0; i < NQ; ++i) {
+    const __m256 s = _mm256_set1_ps(inv[i]);
+    for (int c = 0; c < C; ++c)
+      _mm256_storeu_ps(t.out[i] + d0 + 8 * c, _mm256_mul_ps(acc[i][c], s));
+  }
 }
 
 // Zeroes a score row's keys that the tile computed but its query does not see: [j0, first) and

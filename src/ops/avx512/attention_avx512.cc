@@ -46,21 +46,13 @@ inline __m512 chunk_twice(const void* base, int64_t i) {
   }
 }
 
-// Elements [i, i + 16) and [i, i + 8) of a cache row.
+// Elements [i, i + 16) of a cache row.
 template <bool kF16>
 inline __m512 load16(const void* base, int64_t i) {
   if constexpr (kF16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(f16_at(base, i))));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
-  }
-}
-template <bool kF16>
-inline __m256 load8(const void* base, int64_t i) {
-  if constexpr (kF16) {
-    return ops_avx2::load_f16x8(f16_at(base, i));
-  } else {
-    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
   }
 }
 
@@ -184,6 +176,8 @@ void scores(const Tile& t, const __m512* qp) {
   const int64_t n_kv = t.n_vis[t.n_q - 1], last = n_kv - 1;
   const __m512 scale = _mm512_set1_ps(t.scale);
   alignas(64) float blk[64];
+  int lane_query[8];
+  for (int c = 0; c < 8; ++c) lane_query[c] = query_of_lane(c, P, t.n_q);
   int64_t j = t.first[0];
   for (; j + 8 <= n_kv; j += 8) {
     for (int n = 0; n < 8; n += N) score_keys<P, N, kF16>(t, qp, j + n, last, scale, blk + 8 * n);
@@ -191,23 +185,21 @@ void scores(const Tile& t, const __m512* qp) {
     for (int p = 0; p < 8; ++p) r[p] = _mm256_load_ps(blk + 8 * p);
     ops_avx2::transpose8(r);
     for (int c = 0; c < 8; ++c) {
-      const int i = query_of_lane(c, P, t.n_q);
-      if (i >= 0) _mm256_storeu_ps(t.scores[i] + j, r[c]);
+      if (lane_query[c] >= 0) _mm256_storeu_ps(t.scores[lane_query[c]] + j, r[c]);
     }
   }
   if (j == n_kv) return;
   const int rest = static_cast<int>(n_kv - j);
   for (int n = 0; n < rest; n += 2) score_keys<P, 2, kF16>(t, qp, j + n, last, scale, blk + 8 * n);
   for (int c = 0; c < 8; ++c) {
-    const int i = query_of_lane(c, P, t.n_q);
-    if (i < 0) continue;
-    for (int n = 0; n < rest; ++n) t.scores[i][j + n] = blk[8 * n + c];
+    if (lane_query[c] < 0) continue;
+    for (int n = 0; n < rest; ++n) t.scores[lane_query[c]][j + n] = blk[8 * n + c];
   }
 }
 
 // out[i][d0 .. d0 + 16C) = inv[i] · Σ_j p[i][j] · V[j][d0 ..], keys in index order.
 template <int NQ, int C, bool kF16>
-void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
+void value_block16(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
   __m512 acc[NQ][C];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < C; ++c) acc[i][c] = _mm512_setzero_ps();
@@ -227,22 +219,6 @@ void value_block(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* i
     const __m512 s = _mm512_set1_ps(inv[i]);
     for (int c = 0; c < C; ++c)
       _mm512_storeu_ps(t.out[i] + d0 + 16 * c, _mm512_mul_ps(acc[i][c], s));
-  }
-}
-
-// The same for 8 dims (a head_dim that is an odd multiple of 8).
-template <int NQ, bool kF16>
-void value_block8(const Tile& t, int64_t j0, int64_t n_kv, int d0, const float* inv) {
-  __m256 acc[NQ];
-  for (int i = 0; i < NQ; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t j = j0; j < n_kv; ++j) {
-    const __m256 vv = load8<kF16>(t.v, j * t.row_stride + d0);
-    for (int i = 0; i < NQ; ++i) {
-      acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(t.scores[i] + j), vv, acc[i]);
-    }
-  }
-  for (int i = 0; i < NQ; ++i) {
-    _mm256_storeu_ps(t.out[i] + d0, _mm256_mul_ps(acc[i], _mm256_set1_ps(inv[i])));
   }
 }
 
@@ -270,9 +246,10 @@ void tile_kernel(const Tile& t) {
   // Output chunks of 16·C dims: NQ·C accumulators stay in registers across all keys.
   constexpr int C = NQ <= 4 ? 4 : 2;
   int d = 0;
-  for (; d + 16 * C <= hd; d += 16 * C) value_block<NQ, C, kF16>(t, j0, n_kv, d, inv);
-  for (; d + 16 <= hd; d += 16) value_block<NQ, 1, kF16>(t, j0, n_kv, d, inv);
-  if (d < hd) value_block8<NQ, kF16>(t, j0, n_kv, d, inv);
+  for (; d + 16 * C <= hd; d += 16 * C) value_block16<NQ, C, kF16>(t, j0, n_kv, d, inv);
+  for (; d + 16 <= hd; d += 16) value_block16<NQ, 1, kF16>(t, j0, n_kv, d, inv);
+  // A head that is an odd multiple of 8: the last 8 dims through the AVX2 pass.
+  if (d < hd) ops_avx2::value_block<NQ, 1, kF16>(t, j0, n_kv, d, inv);
 }
 
 }  // namespace
