@@ -167,12 +167,18 @@ int cmd_calibrate(int argc, char** argv) {
       ->capture_default_str();
   bool rotate = false, no_rotate = false;
   app.add_flag("--rotate", rotate,
-               "--scope model: rotate the residual stream to its principal axes before "
+               "--scope model: rotate the residual stream to its sparse axes before "
                "choosing thresholds (the same function, folded into the weights; fails where the "
                "architecture cannot). The default for float and Q8_0 models whose architecture "
                "can; smaller types only when asked, since it rounds their matrices again");
   app.add_flag("--no-rotate", no_rotate, "--scope model: keep the residual stream's own axes")
       ->excludes("--rotate");
+  app.add_option("--rotation-steps", o.rotation_steps,
+                 "--scope model, rotated: steps that refine the principal axes so that a "
+                 "token's smallest elements hold less of its energy at --sparsity (0 = the "
+                 "principal axes alone)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--gate-sparsity", o.gate_sparsity,
                  "--scope ffn: of --sparsity, the share skipped by |act(gate)| alone, whose up "
                  "rows are not read either (default: 0.4 * sparsity)");

@@ -1,9 +1,13 @@
 #include "calib/residual_rotation.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "backend/cpu/context.h"
+#include "calib/sparse_axes.h"
 #include "calib/symmetric_eigen.h"
 #include "calib/windows.h"
 #include "core/dtype.h"
@@ -82,8 +86,9 @@ Role role_of(const std::string& name) {
 // and FFN product (the readers of attn_norm's and ffn_norm's output).
 class SecondMoment : public MatmulObserver {
  public:
-  SecondMoment(const gguf::GgufFile& f, const ModelConfig& c, int n_threads)
-      : n_(c.n_embd), sum_(static_cast<size_t>(n_ * n_), 0.0), ctx_(n_threads) {
+  // Keeps every `stride`-th normed vector seen (0: none) as a sample.
+  SecondMoment(const gguf::GgufFile& f, const ModelConfig& c, int n_threads, int64_t stride)
+      : n_(c.n_embd), stride_(stride), sum_(static_cast<size_t>(n_ * n_), 0.0), ctx_(n_threads) {
     const BlockRecipe& b = c.block;
     for (int64_t il = 0; il < c.n_layer; ++il) {
       const std::vector<float> ga = tensor_floats(f, layer_tensor(il, "attn_norm.weight"));
@@ -103,6 +108,9 @@ class SecondMoment : public MatmulObserver {
       for (int64_t j = 0; j < n_; ++j) {
         xt_[static_cast<size_t>(j * n + t)] = g[j] != 0.0f ? x[t * n_ + j] / g[j] : 0.0f;
       }
+      if (stride_ > 0 && seen_++ % stride_ == 0) {
+        for (int64_t j = 0; j < n_; ++j) samples_.push_back(xt_[static_cast<size_t>(j * n + t)]);
+      }
     }
     prod_.resize(static_cast<size_t>(n_ * n_));
     matmul(ctx_, DType::F32, xt_.data(), n_, n, xt_.data(), n_, prod_.data());
@@ -111,6 +119,7 @@ class SecondMoment : public MatmulObserver {
   }
 
   int64_t count() const { return count_; }
+  std::vector<float>& samples() { return samples_; }  // [samples().size() / n, n]
   // The mean, symmetrized (the float products of x^T x are not exactly symmetric).
   std::vector<double> mean() const {
     std::vector<double> m(sum_.size());
@@ -126,9 +135,10 @@ class SecondMoment : public MatmulObserver {
   }
 
  private:
-  int64_t n_;
+  int64_t n_, stride_;
   std::vector<double> sum_;
-  int64_t count_ = 0;
+  int64_t count_ = 0, seen_ = 0;
+  std::vector<float> samples_;
   std::map<std::string, std::vector<float>> gains_;
   std::vector<float> xt_, prod_;
   cpu::CpuContext ctx_;
@@ -211,13 +221,27 @@ bool rotation_rounds_finely(const Model& model) {
   return true;
 }
 
-ResidualRotation principal_axes(const std::shared_ptr<const Model>& model,
-                                std::span<const int32_t> tokens, int64_t window, int n_threads,
-                                const std::function<void(const std::string&)>& log) {
+namespace {
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * share);
+  return buf;
+}
+
+// The principal axes over `tokens`, and with max_samples > 0 up to that many of the normed
+// vectors they come from, spread evenly over the tokens and layers.
+ResidualRotation axes_and_samples(const std::shared_ptr<const Model>& model,
+                                  std::span<const int32_t> tokens, int64_t window, int n_threads,
+                                  const std::function<void(const std::string&)>& log,
+                                  int64_t max_samples, std::vector<float>* samples) {
   const std::string blocker = rotation_blocker(*model);
   if (!blocker.empty()) fail("the residual stream cannot be rotated: ", blocker);
   const ModelConfig& c = model->config();
-  SecondMoment moment(model_file(*model), c, n_threads);
+  const int64_t vectors = static_cast<int64_t>(tokens.size()) * 2 * c.n_layer;
+  const int64_t stride =
+      max_samples > 0 ? std::max<int64_t>(1, (vectors + max_samples - 1) / max_samples) : 0;
+  SecondMoment moment(model_file(*model), c, n_threads, stride);
   SessionOptions so;
   so.n_threads = n_threads;
   so.sparse = SparseMode::Dense;
@@ -229,6 +253,47 @@ ResidualRotation principal_axes(const std::shared_ptr<const Model>& model,
   r.n = c.n_embd;
   r.q = std::move(e.vectors);
   r.variance = std::move(e.values);
+  if (samples != nullptr) *samples = std::move(moment.samples());
+  return r;
+}
+
+}  // namespace
+
+ResidualRotation principal_axes(const std::shared_ptr<const Model>& model,
+                                std::span<const int32_t> tokens, int64_t window, int n_threads,
+                                const std::function<void(const std::string&)>& log) {
+  return axes_and_samples(model, tokens, window, n_threads, log, 0, nullptr);
+}
+
+ResidualRotation sparse_axes(const std::shared_ptr<const Model>& model,
+                             std::span<const int32_t> tokens, int64_t window, int n_threads,
+                             double skipped, int64_t steps,
+                             const std::function<void(const std::string&)>& log) {
+  std::vector<float> h;
+  const int64_t n = model->config().n_embd;
+  ResidualRotation r =
+      axes_and_samples(model, tokens, window, n_threads, log,
+                       std::clamp<int64_t>(kSparseAxesValues / n, 1, kSparseAxesVectors), &h);
+  const int64_t m = static_cast<int64_t>(h.size()) / n;
+  const auto start = std::chrono::steady_clock::now();
+  const auto progress = [&](int64_t step, double lost) {
+    if (log && step % std::max<int64_t>(1, steps / 10) == 0) {
+      log(str_cat("rotation: step ", step, "/", steps, ", ", percent(lost),
+                  " of the energy dropped"));
+    }
+  };
+  const SparseAxesReport rep =
+      refine_sparse_axes(r.q, n, h, m, skipped, steps, n_threads, progress);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.variance = rep.variance;
+  if (log) {
+    log(str_cat("rotation: axes refined for ", static_cast<int>(std::lround(100 * skipped)),
+                "% of each input skipped, on ", m, " samples in ", rep.steps, " steps (",
+                static_cast<int>(std::lround(seconds)), " s): a token's smallest elements hold ",
+                percent(rep.lost_before), " of its energy in the principal axes, ",
+                percent(rep.lost_after), " in these"));
+  }
   return r;
 }
 
@@ -291,14 +356,18 @@ RotatedModelReport rotate_for_calibration(const std::shared_ptr<const Model>& mo
                                           const CalibrateOptions& o, const std::string& path) {
   std::vector<int32_t> tokens = training_tokens(*model, o);
   tokens.resize(std::min(tokens.size(), kRotationTokens));
-  const ResidualRotation r = principal_axes(model, tokens, o.window, o.n_threads, o.log);
+  const bool refine = o.rotation_steps > 0 && o.sparsity > 0 && o.sparsity < 1;
+  const ResidualRotation r = refine ? sparse_axes(model, tokens, o.window, o.n_threads, o.sparsity,
+                                                  o.rotation_steps, o.log)
+                                    : principal_axes(model, tokens, o.window, o.n_threads, o.log);
   double total = 0, top = 0;
   for (double v : r.variance) total += v;
   const size_t tenth = std::max<size_t>(1, r.variance.size() / 10);
   for (size_t i = 0; i < tenth; ++i) top += r.variance[i];
   const RotatedModelReport rep = write_rotated_model(*model, r, path, o.n_threads);
   if (o.log) {
-    o.log(str_cat("rotation: the residual stream in its principal axes (the first ", tenth, " of ",
+    o.log(str_cat("rotation: the residual stream in ",
+                  refine ? "its sparse axes" : "its principal axes", " (the first ", tenth, " of ",
                   r.n, " hold ", static_cast<int>(100 * top / std::max(total, 1e-300) + 0.5),
                   "% of its mean square); ", rep.rotated, " tensors rotated",
                   rep.requantized > 0

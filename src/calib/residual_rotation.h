@@ -12,7 +12,9 @@
 //   - the token embeddings' rows e become Q^T e; a tied output head gets its own tensor, since
 //     its rows fold the output norm and the embeddings' rows do not.
 // Q holds the eigenvectors of the normed residual's second moment, pooled over every layer's
-// attention and FFN inputs on calibration text, largest first.
+// attention and FFN inputs on calibration text, largest first (principal_axes), or those axes
+// refined so that a token's smallest elements at the target share hold less of its energy
+// (sparse_axes, calib/sparse_axes.h: what model-wide calibration uses).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,18 @@ ResidualRotation principal_axes(const std::shared_ptr<const Model>& model,
                                 std::span<const int32_t> tokens, int64_t window, int n_threads,
                                 const std::function<void(const std::string&)>& log);
 
+// Normed residual vectors sampled for sparse_axes at most: kSparseAxesVectors, and no more than
+// kSparseAxesValues values (128 MiB of floats; 16384 vectors of a 2048-wide stream).
+inline constexpr int64_t kSparseAxesVectors = 131072;
+inline constexpr int64_t kSparseAxesValues = int64_t{1} << 25;
+
+// The principal axes, then refined on samples of the same vectors for thresholds that skip
+// `skipped` of each input (calib/sparse_axes.h) in `steps` steps; the result goes to `log`.
+ResidualRotation sparse_axes(const std::shared_ptr<const Model>& model,
+                             std::span<const int32_t> tokens, int64_t window, int n_threads,
+                             double skipped, int64_t steps,
+                             const std::function<void(const std::string&)>& log);
+
 struct RotatedModelReport {
   int64_t rotated = 0;      // tensors whose values changed
   int64_t requantized = 0;  // of them, quantized ones (rounded again in their own type)
@@ -67,8 +81,9 @@ RotatedModelReport write_rotated_model(const Model& model, const ResidualRotatio
 inline constexpr size_t kRotationTokens = 50000;
 
 // Model-wide calibration's first step: the axes of the first kRotationTokens of calibrate()'s
-// training tokens for `o`, and `model` written rotated by them to `path`; what it did goes to
-// o.log. Throws hearth::Error as principal_axes() and calibrate() do.
+// training tokens for `o` (sparse_axes for o.sparsity in o.rotation_steps steps, or the
+// principal axes where that is 0), and `model` written rotated by them to `path`; what it did
+// goes to o.log. Throws hearth::Error as principal_axes() and calibrate() do.
 RotatedModelReport rotate_for_calibration(const std::shared_ptr<const Model>& model,
                                           const CalibrateOptions& o, const std::string& path);
 

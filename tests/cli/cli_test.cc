@@ -425,8 +425,10 @@ TEST_F(Cli, InterruptedCalibrateLeavesNoRotatedScratchModel) {
   test::write_file(text, test::random_words(400000, 11));
   expect_interrupts_clean_up(
       [&](const std::string& out) {
-        return std::vector<std::string>{"calibrate", "-m", src, "-f", text, "--sparsity",
-                                        "0.4",       "-t", "1", "-o", out};
+        // Few refinement steps: the scratch file must appear within the helper's 30 s.
+        return std::vector<std::string>{
+            "calibrate",        "-m", src,  "-f", text, "--sparsity", "0.4",
+            "--rotation-steps", "10", "-t", "1",  "-o", out};
       },
       ".rotated.", 20000);  // into the search on the rotated model
 }

@@ -114,10 +114,10 @@ TEST(CalibrateGolden, StoriesSwiGluThresholds) {
 }
 
 // Model-wide thresholds at 40%: every layer skips 40% of its projection weights on held-out text,
-// in the model's own axes and with the residual stream in its principal axes (what `hearth
+// in the model's own axes and with the residual stream in its sparse axes (what `hearth
 // calibrate` does by default), and the rotation loses less. The perplexity bounds guard today's
-// quality (+25% and +17.5% on the whole eval text, docs/benchmarks.md), far from TEAL's figures
-// for 7B models: a model with a 64-wide residual has little to spare.
+// quality (+25% and +12.7% on the whole eval text, docs/benchmarks.md; +24% and +12% here), far
+// from TEAL's figures for 7B models: a model with a 64-wide residual has little to spare.
 TEST(CalibrateGolden, StoriesModelWideThresholds) {
   HEARTH_SKIP_UNDER_SANITIZERS();
   HEARTH_REQUIRE_SHARED(shared);
@@ -144,8 +144,8 @@ TEST(CalibrateGolden, StoriesModelWideThresholds) {
   calib::rotate_for_calibration(Model::load(path), o, rotated);
   EXPECT_NEAR(perplexity(rotated, shared, "dense"), dense, 1e-3 * dense);
   const double sparse_rotated = thresholds_of(Model::load(rotated), "model-wide-rotated");
-  EXPECT_LT(sparse_rotated, sparse * 0.97) << "dense " << dense;
-  EXPECT_LT(sparse_rotated, dense * 1.22);
+  EXPECT_LT(sparse_rotated, sparse * 0.93) << "dense " << dense;
+  EXPECT_LT(sparse_rotated, dense * 1.15);
 }
 
 }  // namespace

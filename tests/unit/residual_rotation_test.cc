@@ -32,13 +32,18 @@ calib::ResidualRotation axes_of(const std::shared_ptr<const Model>& m) {
   return calib::principal_axes(m, calibration_tokens(300, 5), 64, 2, {});
 }
 
+// The principal axes refined for thresholds at 40% (calib/sparse_axes.h).
+calib::ResidualRotation sparse_axes_of(const std::shared_ptr<const Model>& m) {
+  return calib::sparse_axes(m, calibration_tokens(300, 5), 64, 2, 0.4, 20, {});
+}
+
 // The rotated file's dense logits against the original's, after a few steps of a prompt.
 void expect_same_function(const arch_test::TinyModel& tiny, const std::string& name, double tol,
-                          bool quantized = false) {
+                          bool quantized = false, bool sparse = false) {
   SCOPED_TRACE(name);
   const auto original = Model::load(tiny.write(name + ".gguf"));
   ASSERT_EQ(calib::rotation_blocker(*original), "");
-  const calib::ResidualRotation r = axes_of(original);
+  const calib::ResidualRotation r = sparse ? sparse_axes_of(original) : axes_of(original);
   const std::string path = test::temp_dir() + "/" + name + "-rotated.gguf";
   const calib::RotatedModelReport rep = calib::write_rotated_model(*original, r, path, 2);
   EXPECT_GT(rep.rotated, 0);
@@ -67,6 +72,11 @@ TEST(ResidualRotation, SameFunctionForEveryRecipeItRotates) {
   expect_same_function(arch_test::make_llama_narrow_heads(), "rot-llama", 1e-4);
   expect_same_function(arch_test::make_gemma(), "rot-gemma", 1e-4);  // tied, scaled embeddings
   expect_same_function(arch_test::make_phi3(0), "rot-phi3", 1e-4);   // fused qkv and gate|up
+}
+
+TEST(ResidualRotation, SparseAxesKeepTheFunction) {
+  expect_same_function(arch_test::make_qwen2(), "rot-sparse-qwen2", 1e-4, false, true);
+  expect_same_function(arch_test::make_gemma(), "rot-sparse-gemma", 1e-4, false, true);
 }
 
 TEST(ResidualRotation, QuantizedTensorsAreRoundedAgainInTheirOwnType) {
@@ -134,7 +144,7 @@ TEST(ResidualRotation, CalibrateRotatesFloatModelsUnlessToldNot) {
   };
   const auto rotated = calibrate(dir + "/rot-cli-on.gguf", {});
   ASSERT_EQ(rotated.exit_code, 0) << rotated.err;
-  EXPECT_NE(rotated.err.find("rotation: the residual stream in its principal axes"),
+  EXPECT_NE(rotated.err.find("rotation: the residual stream in its sparse axes"),
             std::string::npos);
   const auto plain = calibrate(dir + "/rot-cli-off.gguf", {"--no-rotate"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
