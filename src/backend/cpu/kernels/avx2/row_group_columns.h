@@ -44,8 +44,9 @@ void prefetch_column(const Group& gc) {
 
 // A column's float term for tokens xs[0..T) (their activation super-blocks): sum[h][t] +=
 // (f_r dx_t) v[h][t] for the rows r of half h, f the column's f16 factors (d or dmin), in the
-// reference's operation order.
-template <int T>
+// reference's operation order. With Quarter, v holds 4 times the reference's sums: converted and
+// scaled by 1/4, both exact, they are the reference's floats again.
+template <int T, bool Quarter = false>
 void add_column_term(const uint16_t* f, const uint8_t* const (&xs)[T], const __m256i (&v)[2][T],
                      __m256 (&sum)[2][T]) {
   for (int h = 0; h < 2; ++h) {
@@ -53,8 +54,9 @@ void add_column_term(const uint16_t* f, const uint8_t* const (&xs)[T], const __m
     for (int t = 0; t < T; ++t) {
       float dx;
       std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-      sum[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(fh, _mm256_set1_ps(dx)),
-                                  _mm256_cvtepi32_ps(v[h][t]), sum[h][t]);
+      __m256 vf = _mm256_cvtepi32_ps(v[h][t]);
+      if constexpr (Quarter) vf = _mm256_mul_ps(vf, _mm256_set1_ps(0.25f));
+      sum[h][t] = _mm256_fmadd_ps(_mm256_mul_ps(fh, _mm256_set1_ps(dx)), vf, sum[h][t]);
     }
   }
 }

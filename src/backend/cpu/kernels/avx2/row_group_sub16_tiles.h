@@ -7,13 +7,14 @@
 // broadcast; each sub-block's sum meets its scale. Q3_K's and Q6_K's signed scales come with an
 // offset (4 or 32), which comes off through the activations' sums of 16 against the scales
 // (sub-block pairs, vpmaddwd); Q2_K's unsigned scales come with mins, which meet the same sums in
-// a sum of their own. Every sum is exact in int32, and a column's result is finished by the
-// reference's FMAs (generic/row_groups.cc), so every level gives the same bits.
+// a sum of their own. Q2_K's and Q3_K's sums are kept in quarters (kQuarter below). Every sum is
+// exact in int32, and a column's result is finished by the reference's FMAs
+// (generic/row_groups.cc), so every level gives the same bits.
 //
-// Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 a quad's pair
-// sums reach 2 * 63 * 127, so a chain holds two quads (half a sub-block) in int16 and meets the
-// scale by vpmaddwd; under VNNI a chain holds a whole sub-block in int32 and meets the scale by
-// vpmulld.
+// Dp is the 8-bit product of the level, as in row_group_32_tiles.h. Under MaddAvx2 a Q6_K quad's
+// pair sums reach 2 * 63 * 127, so a chain holds two quads (half a sub-block) in int16, Q2_K's
+// and Q3_K's a whole sub-block, and meets the scale by vpmaddwd; under VNNI a chain holds a whole
+// sub-block in int32 and meets the scale by vpmulld.
 //
 // Instantiate only with a Dp from the caller's anonymous namespace (see quant_tiles.h). Include
 // only from files compiled with AVX2/FMA/F16C.
@@ -31,7 +32,9 @@
 namespace hearth::cpu::avx2 {
 inline namespace HEARTH_AVX2_ABI {
 
-template <typename Dp, typename Group>
+// Quarter: Q2_K's and Q3_K's sums in quarters (kQuarter below), which decode steps take; prompts,
+// whose codes are unpacked once per group, take the plain form.
+template <typename Dp, typename Group, bool Quarter = !std::is_same_v<Group, GroupQ6_K>>
 struct Sub16Tiles {
   static constexpr bool kVnni = requires(__m256i v) { Dp::dot(v, v, v); };
   static constexpr bool kQ6 = std::is_same_v<Group, GroupQ6_K>;
@@ -39,6 +42,16 @@ struct Sub16Tiles {
   static constexpr bool kMins = std::is_same_v<Group, GroupQ2_K>;
   // The codes' offset, 2^kOffsetShift.
   static constexpr int kOffsetShift = kQ6 ? 5 : 2;
+  // In quarters, Q2_K's and Q3_K's crumbs are taken where their bytes hold them, at bit 0 or 2
+  // (the latter 4 times their value), which saves a shift for half of them, and the even
+  // sub-blocks, whose crumbs sit at bit 0, meet 4 times their scale instead. The column's total
+  // is then 4 times the reference's, made exact again by a factor 1/4 on its float. Decode steps
+  // unpack codes as they go and gain; prompts unpack them once and would pay the scales' extra
+  // operation for nothing.
+  static constexpr bool kQuarter = Quarter && !kQ6;
+  // Quads whose pair sums one int16 chain holds (MaddAvx2): a quad's reach 2 * 28 * 128 in
+  // quarters (Q3_K), 2 * 63 * 127 for Q6_K.
+  static constexpr int kChainQuads = kQuarter ? 4 : 2;
   static constexpr RowGroupActOffsets kAct = row_group_act_offsets();
   static constexpr int H = 2;  // row halves
 
@@ -63,17 +76,20 @@ struct Sub16Tiles {
       return _mm256_or_si256(nibble, _mm256_and_si256(shifted(hv, 4 - k), _mm256_set1_epi8(0x30)));
     } else {
       // Sub-block j = 2 b + w / 4, quad q = w % 4: the crumb at bits 2 (j % 4) of
-      // codes[4 (j / 4) + q]; Q3_K's high bit at bit (j % 4) + 4 (q % 2) of
-      // high[2 (j / 4) + q / 2], moved to bit 2.
-      const int j = 2 * b + w / 4, q = w % 4, k = j % 4;
+      // codes[4 (j / 4) + q], taken at bit `at` (in quarters 2 (j % 2), after a shift by 4 for
+      // j % 4 >= 2: one shift for both such sub-blocks of a byte; else 0); Q3_K's high bit at bit
+      // (j % 4) + 4 (q % 2) of high[2 (j / 4) + q / 2], moved just above the crumb.
+      const int j = 2 * b + w / 4, q = w % 4, k = j % 4, at = kQuarter ? 2 * (k % 2) : 0;
       const __m256i v = load32(g.codes[4 * (j / 4) + q] + 32 * h);
-      const __m256i crumb = _mm256_and_si256(_mm256_srli_epi16(v, 2 * k), _mm256_set1_epi8(3));
+      const __m256i crumb =
+          _mm256_and_si256(shifted(v, at - 2 * k), _mm256_set1_epi8(static_cast<char>(3 << at)));
       if constexpr (kMins) {
         return crumb;
       } else {
         const __m256i hv = load32(g.high[2 * (j / 4) + q / 2] + 32 * h);
-        return _mm256_or_si256(
-            crumb, _mm256_and_si256(shifted(hv, 2 - k - 4 * (q % 2)), _mm256_set1_epi8(4)));
+        return _mm256_or_si256(crumb,
+                               _mm256_and_si256(shifted(hv, at + 2 - k - 4 * (q % 2)),
+                                                _mm256_set1_epi8(static_cast<char>(4 << at))));
       }
     }
   }
@@ -82,7 +98,8 @@ struct Sub16Tiles {
     return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
   }
 
-  // The scales of sub-blocks 2b and 2b + 1, 16 rows as int8 (Q2_K's mins apart).
+  // The scales of sub-blocks 2b and 2b + 1, 16 rows as int8 (Q2_K's mins apart); with kQuarter
+  // the first (even) sub-block's are 4 times the scale (Q3_K's 6-bit u - 32 as 4 u - 128).
   struct ScalePair {
     __m128i first, second;
   };
@@ -97,23 +114,35 @@ struct Sub16Tiles {
       const __m128i low = load16(g.scale_low[b]);
       const __m128i high = _mm_srli_epi16(load16(g.scale_high[b % 4]), 4 * (b / 4));
       const __m128i low4 = _mm_set1_epi8(15), top = _mm_set1_epi8(0x30), bias = _mm_set1_epi8(32);
-      const __m128i first =
-          _mm_or_si128(_mm_and_si128(low, low4), _mm_and_si128(_mm_slli_epi16(high, 4), top));
       const __m128i second = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(low, 4), low4),
                                           _mm_and_si128(_mm_slli_epi16(high, 2), top));
+      if constexpr (kQuarter) {
+        const __m128i first = _mm_or_si128(
+            _mm_slli_epi16(_mm_and_si128(low, low4), 2),
+            _mm_and_si128(_mm_slli_epi16(high, 6), _mm_set1_epi8(static_cast<char>(0xc0))));
+        return {_mm_sub_epi8(first, _mm_set1_epi8(static_cast<char>(128))),
+                _mm_sub_epi8(second, bias)};
+      }
+      const __m128i first =
+          _mm_or_si128(_mm_and_si128(low, low4), _mm_and_si128(_mm_slli_epi16(high, 4), top));
       return {_mm_sub_epi8(first, bias), _mm_sub_epi8(second, bias)};
     }
   }
 
-  // Q2_K's scales (shift 0) or mins (shift 4) of sub-blocks 2b and 2b + 1: scales[b][2 r + e]
-  // holds row r's byte of sub-block 2b + e, so the even bytes go first, the odd second.
+  // Q2_K's scales (shift 0; in quarters the first 4 times theirs) or mins (shift 4) of
+  // sub-blocks 2b and 2b + 1: scales[b][2 r + e] holds row r's byte of sub-block 2b + e, so the
+  // even bytes go first, the odd second.
   static ScalePair nibbles_of(const GroupQ2_K& g, int b, int shift) {
     const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m128i rows0 = _mm_shuffle_epi8(load16(g.scales[b]), even_odd);
     const __m128i rows1 = _mm_shuffle_epi8(load16(g.scales[b] + 16), even_odd);
     const __m128i low4 = _mm_set1_epi8(15);
     const auto part = [&](__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, shift), low4); };
-    return {part(_mm_unpacklo_epi64(rows0, rows1)), part(_mm_unpackhi_epi64(rows0, rows1))};
+    const __m128i even = _mm_unpacklo_epi64(rows0, rows1), odd = _mm_unpackhi_epi64(rows0, rows1);
+    if (kQuarter && shift == 0) {
+      return {_mm_and_si128(_mm_slli_epi16(even, 2), _mm_set1_epi8(0x3c)), part(odd)};
+    }
+    return {part(even), part(odd)};
   }
 
   // Half h's rows of 16 int8 values (one per row), sign-extended: each in both int16 halves of
@@ -161,10 +190,10 @@ struct Sub16Tiles {
           __m256i scale[H];
           for (int h = 0; h < H; ++h) scale[h] = duplicated(scale_bytes, h);
 #pragma GCC unroll 2
-          for (int p = 0; p < 2; ++p) {
+          for (int p = 0; p < 4 / kChainQuads; ++p) {
             __m256i chain[H][T] = {};
-#pragma GCC unroll 2
-            for (int q = 2 * p; q < 2 * p + 2; ++q) {
+#pragma GCC unroll 4
+            for (int q = kChainQuads * p; q < kChainQuads * (p + 1); ++q) {
               __m256i x[T];
               for (int t = 0; t < T; ++t) x[t] = broadcast32(xs[t] + kAct.sub16[j] + 4 * q);
               for (int h = 0; h < H; ++h) {
@@ -189,6 +218,14 @@ struct Sub16Tiles {
         if constexpr (kMins) {
           const ScalePair mp = nibbles_of(gc, b, 4);
           add_pair_sums<T>(paired(mp.first, mp.second, h), xs, kAct.pair[b], other[h]);
+        } else if constexpr (kQuarter) {
+          // In quarters: the first scale is 4 s already, the second s.
+          const __m256i offset = _mm256_mullo_epi16(
+              paired(sp.first, sp.second, h),
+              _mm256_set1_epi32(static_cast<int32_t>(
+                  static_cast<uint32_t>(static_cast<uint16_t>(-(1 << kOffsetShift))) |
+                  static_cast<uint32_t>(static_cast<uint16_t>(-(4 << kOffsetShift))) << 16)));
+          add_pair_sums<T>(offset, xs, kAct.pair[b], total[h]);
         } else {
           const __m256i offset =
               _mm256_sub_epi16(_mm256_setzero_si256(),
@@ -212,7 +249,7 @@ struct Sub16Tiles {
       for (int t = 0; t < T; ++t) xs[t] = x + t * ldx + c * kActGroupBytes;
       __m256i total[H][T] = {}, other[H][T] = {};
       column<T>(gc, xs, total, other, [&](int b, int w, int h) { return codes_of(c, b, w, h); });
-      add_column_term<T>(gc.d, xs, total, sum);
+      add_column_term<T, kQuarter>(gc.d, xs, total, sum);
       if constexpr (kMins) add_column_term<T>(gc.dmin, xs, other, mins);
     }
     for (int h = 0; h < H; ++h) {
@@ -227,6 +264,20 @@ struct Sub16Tiles {
   template <int MaxTokens>
   static void gemm(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                    int64_t nt, float* y, size_t ldy) {
+    if constexpr (kQuarter) {
+      if (unpack_codes(nt)) {
+        return Sub16Tiles<Dp, Group, false>::template columns<MaxTokens>(n, w, ldw, ng, x, ldx, nt,
+                                                                         y, ldy);
+      }
+    }
+    columns<MaxTokens>(n, w, ldw, ng, x, ldx, nt, y, ldy);
+  }
+
+  // Each form's driver stays a function of its own, compiled as it would be alone.
+  template <int MaxTokens>
+  [[gnu::noinline]] static void columns(int64_t n, const void* w, size_t ldw, int64_t ng,
+                                        const void* x, size_t ldx, int64_t nt, float* y,
+                                        size_t ldy) {
     gemm_column_codes<Sub16Tiles, Group, MaxTokens>(n, w, ldw, ng, x, ldx, nt, y, ldy);
   }
 };
