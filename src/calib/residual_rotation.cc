@@ -357,9 +357,11 @@ RotatedModelReport rotate_for_calibration(const std::shared_ptr<const Model>& mo
   std::vector<int32_t> tokens = training_tokens(*model, o);
   tokens.resize(std::min(tokens.size(), kRotationTokens));
   const bool refine = o.rotation_steps > 0 && o.sparsity > 0 && o.sparsity < 1;
-  const ResidualRotation r = refine ? sparse_axes(model, tokens, o.window, o.n_threads, o.sparsity,
-                                                  o.rotation_steps, o.log)
-                                    : principal_axes(model, tokens, o.window, o.n_threads, o.log);
+  const ResidualRotation r =
+      refine
+          ? sparse_axes(model, tokens, o.window, o.n_threads,
+                        std::min(o.sparsity + kSparseAxesExtraShare, 0.95), o.rotation_steps, o.log)
+          : principal_axes(model, tokens, o.window, o.n_threads, o.log);
   double total = 0, top = 0;
   for (double v : r.variance) total += v;
   const size_t tenth = std::max<size_t>(1, r.variance.size() / 10);

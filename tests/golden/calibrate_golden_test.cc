@@ -116,8 +116,8 @@ TEST(CalibrateGolden, StoriesSwiGluThresholds) {
 // Model-wide thresholds at 40%: every layer skips 40% of its projection weights on held-out text,
 // in the model's own axes and with the residual stream in its sparse axes (what `hearth
 // calibrate` does by default), and the rotation loses less. The perplexity bounds guard today's
-// quality (+25% and +12.7% on the whole eval text, docs/benchmarks.md; +24% and +12% here), far
-// from TEAL's figures for 7B models: a model with a 64-wide residual has little to spare.
+// quality (+25% and +11.5% on the whole eval text, docs/benchmarks.md), far from TEAL's figures
+// for 7B models: a model with a 64-wide residual has little to spare.
 TEST(CalibrateGolden, StoriesModelWideThresholds) {
   HEARTH_SKIP_UNDER_SANITIZERS();
   HEARTH_REQUIRE_SHARED(shared);
