@@ -175,8 +175,8 @@ int cmd_calibrate(int argc, char** argv) {
       ->excludes("--rotate");
   app.add_option("--rotation-steps", o.rotation_steps,
                  "--scope model, rotated: steps that refine the principal axes so that a "
-                 "token's smallest elements hold less of its energy at --sparsity (0 = the "
-                 "principal axes alone)")
+                 "token's smallest elements hold less of its energy at a share 0.2 above "
+                 "--sparsity (0 = the principal axes alone)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--gate-sparsity", o.gate_sparsity,
