@@ -232,8 +232,8 @@ SparseAxesReport refine_sparse_axes(std::vector<double>& q, int64_t n, const std
   for (int64_t i = 0; i < n; ++i) {
     const int64_t src = order[static_cast<size_t>(i)];
     rep.variance[static_cast<size_t>(i)] = energy[static_cast<size_t>(src)];
-    for (int64_t k = 0; k < n; ++k) {
-      q[static_cast<size_t>(k * n + i)] = qt[static_cast<size_t>(src * n + k)];
+    for (int64_t e = 0; e < n; ++e) {
+      q[static_cast<size_t>(e * n + i)] = qt[static_cast<size_t>(src * n + e)];
     }
   }
   return rep;
