@@ -425,10 +425,11 @@ TEST_F(Cli, InterruptedCalibrateLeavesNoRotatedScratchModel) {
   test::write_file(text, test::random_words(400000, 11));
   expect_interrupts_clean_up(
       [&](const std::string& out) {
-        // Few refinement steps: the scratch file must appear within the helper's 30 s.
+        // The principal axes alone: the scratch file must appear within the helper's 30 s, under
+        // the sanitizers too.
         return std::vector<std::string>{
             "calibrate",        "-m", src,  "-f", text, "--sparsity", "0.4",
-            "--rotation-steps", "10", "-t", "1",  "-o", out};
+            "--rotation-steps", "0",  "-t", "1",  "-o", out};
       },
       ".rotated.", 20000);  // into the search on the rotated model
 }

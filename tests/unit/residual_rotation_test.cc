@@ -142,7 +142,8 @@ TEST(ResidualRotation, CalibrateRotatesFloatModelsUnlessToldNot) {
     args.insert(args.end(), extra.begin(), extra.end());
     return test::run_hearth(args);
   };
-  const auto rotated = calibrate(dir + "/rot-cli-on.gguf", {});
+  // Fewer refinement steps than the default: the suite's time under the sanitizers.
+  const auto rotated = calibrate(dir + "/rot-cli-on.gguf", {"--rotation-steps", "20"});
   ASSERT_EQ(rotated.exit_code, 0) << rotated.err;
   EXPECT_NE(rotated.err.find("rotation: the residual stream in its sparse axes"),
             std::string::npos);
