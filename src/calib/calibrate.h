@@ -48,8 +48,9 @@ struct CalibrateOptions {
   // evaluates at most.
   int64_t layer_groups = 0;
   int64_t search_tokens = 1024;
-  // InputThresholds on a rotated stream: steps refining the principal axes for thresholds at
-  // `sparsity` (calib/sparse_axes.h; 0: the principal axes alone).
+  // InputThresholds on a rotated stream: steps refining the principal axes for thresholds a
+  // little above `sparsity` (calib/residual_rotation.h, rotate_for_calibration; 0: the principal
+  // axes alone).
   int64_t rotation_steps = 150;
   // Progress lines for the terminal (may be empty).
   std::function<void(const std::string&)> log;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
 
 #include "backend/cpu/context.h"
@@ -17,6 +16,7 @@
 #include "hearth/session.h"
 #include "model/model_internals.h"
 #include "ops/matmul.h"
+#include "sparse/calib_report_charts.h"
 
 namespace hearth::calib {
 namespace {
@@ -119,7 +119,8 @@ class SecondMoment : public MatmulObserver {
   }
 
   int64_t count() const { return count_; }
-  std::vector<float>& samples() { return samples_; }  // [samples().size() / n, n]
+  // The samples kept, [size / n, n], handed over.
+  std::vector<float> take_samples() { return std::move(samples_); }
   // The mean, symmetrized (the float products of x^T x are not exactly symmetric).
   std::vector<double> mean() const {
     std::vector<double> m(sum_.size());
@@ -223,12 +224,6 @@ bool rotation_rounds_finely(const Model& model) {
 
 namespace {
 
-std::string percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * share);
-  return buf;
-}
-
 // The principal axes over `tokens`, and with max_samples > 0 up to that many of the normed
 // vectors they come from, spread evenly over the tokens and layers.
 ResidualRotation axes_and_samples(const std::shared_ptr<const Model>& model,
@@ -253,7 +248,7 @@ ResidualRotation axes_and_samples(const std::shared_ptr<const Model>& model,
   r.n = c.n_embd;
   r.q = std::move(e.vectors);
   r.variance = std::move(e.values);
-  if (samples != nullptr) *samples = std::move(moment.samples());
+  if (samples != nullptr) *samples = moment.take_samples();
   return r;
 }
 
@@ -278,7 +273,7 @@ ResidualRotation sparse_axes(const std::shared_ptr<const Model>& model,
   const auto start = std::chrono::steady_clock::now();
   const auto progress = [&](int64_t step, double lost) {
     if (log && step % std::max<int64_t>(1, steps / 10) == 0) {
-      log(str_cat("rotation: step ", step, "/", steps, ", ", percent(lost),
+      log(str_cat("rotation: step ", step, "/", steps, ", ", sparse::calib::percent(lost, 2),
                   " of the energy dropped"));
     }
   };
@@ -291,8 +286,9 @@ ResidualRotation sparse_axes(const std::shared_ptr<const Model>& model,
     log(str_cat("rotation: axes refined for ", static_cast<int>(std::lround(100 * skipped)),
                 "% of each input skipped, on ", m, " samples in ", rep.steps, " steps (",
                 static_cast<int>(std::lround(seconds)), " s): a token's smallest elements hold ",
-                percent(rep.lost_before), " of its energy in the principal axes, ",
-                percent(rep.lost_after), " in these"));
+                sparse::calib::percent(rep.lost_before, 2),
+                " of its energy in the principal axes, ", sparse::calib::percent(rep.lost_after, 2),
+                " in these"));
   }
   return r;
 }

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "ops/matmul.h"
+#include "sparse/predictor_train_internal.h"
 
 namespace hearth::calib {
 namespace {
@@ -17,11 +18,7 @@ using Floats = std::vector<float>;
 // t = a[rows, cols] transposed, [cols, rows]
 void transpose(const Floats& a, int64_t rows, int64_t cols, Floats& t) {
   t.resize(a.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      t[static_cast<size_t>(c * rows + r)] = a[static_cast<size_t>(r * cols + c)];
-    }
-  }
+  sparse::train::transpose(a.data(), rows, cols, t.data());
 }
 
 // The samples in the axes of qt (rows = axes) and their top-k: z = H Q, s = top_k(z).

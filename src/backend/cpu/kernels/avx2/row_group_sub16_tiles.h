@@ -145,6 +145,12 @@ struct Sub16Tiles {
     return {part(even), part(odd)};
   }
 
+  // (a, b) as int16 in every 32-bit lane, a in the low half.
+  static __m256i int16_pairs(int a, int b) {
+    return _mm256_set1_epi32(static_cast<int32_t>(
+        static_cast<uint16_t>(a) | static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16));
+  }
+
   // Half h's rows of 16 int8 values (one per row), sign-extended: each in both int16 halves of
   // its row's lane (`duplicated`), or paired with the next sub-block's (`paired`).
   static __m256i duplicated(__m128i v, int h) {
@@ -220,11 +226,9 @@ struct Sub16Tiles {
           add_pair_sums<T>(paired(mp.first, mp.second, h), xs, kAct.pair[b], other[h]);
         } else if constexpr (kQuarter) {
           // In quarters: the first scale is 4 s already, the second s.
-          const __m256i offset = _mm256_mullo_epi16(
-              paired(sp.first, sp.second, h),
-              _mm256_set1_epi32(static_cast<int32_t>(
-                  static_cast<uint32_t>(static_cast<uint16_t>(-(1 << kOffsetShift))) |
-                  static_cast<uint32_t>(static_cast<uint16_t>(-(4 << kOffsetShift))) << 16)));
+          const __m256i offset =
+              _mm256_mullo_epi16(paired(sp.first, sp.second, h),
+                                 int16_pairs(-(1 << kOffsetShift), -(4 << kOffsetShift)));
           add_pair_sums<T>(offset, xs, kAct.pair[b], total[h]);
         } else {
           const __m256i offset =
