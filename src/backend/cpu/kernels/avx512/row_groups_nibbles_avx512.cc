@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 #include "backend/cpu/kernels/avx512/row_group_tiles.h"
@@ -272,9 +273,10 @@ void join_q6_k(const GroupQ6_K& gc, Q6_KColumn& col) {
 }
 
 // Tokens x[0..T) (their activation super-blocks of this column) against a joined column, its
-// terms added to the rows' sums in y (y[t * ldy + r], r < 16).
+// terms added to the rows' running sums (sum[t], one row per lane).
 template <int T>
-void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, size_t ldy) {
+[[gnu::always_inline]] inline void add_column_q6_k(const Q6_KColumn& col, const uint8_t* x,
+                                                   size_t ldx, __m512 (&sum)[T]) {
   __m512i total[T] = {}, offset[T] = {};
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
@@ -299,10 +301,19 @@ void column_q6_k(const Q6_KColumn& col, const uint8_t* x, size_t ldx, float* y, 
     float dx;
     std::memcpy(&dx, x + t * ldx + kActScalesOffset, sizeof dx);
     const __m512i exact = _mm512_sub_epi32(total[t], _mm512_slli_epi32(offset[t], 5));
-    _mm512_storeu_ps(y + t * ldy,
-                     _mm512_fmadd_ps(_mm512_mul_ps(col.d, _mm512_set1_ps(dx)),
-                                     _mm512_cvtepi32_ps(exact), _mm512_loadu_ps(y + t * ldy)));
+    sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(col.d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(exact),
+                             sum[t]);
   }
+}
+
+// Tokens x[0..T) against nb joined columns (one group's): y[t * ldy + r], each row's terms added
+// column by column from zero.
+template <int T>
+void tile_q6_k(int64_t nb, const Q6_KColumn* cols, const uint8_t* x, size_t ldx, float* y,
+               size_t ldy) {
+  __m512 sum[T] = {};
+  for (int64_t c = 0; c < nb; ++c) add_column_q6_k<T>(cols[c], x + c * kActGroupBytes, ldx, sum);
+  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, sum[t]);
 }
 
 template <int T>
@@ -329,30 +340,52 @@ struct Q4_K {
   }
 };
 
-// Q6_K: one token through group_q6_k_split; more through joined columns, each group's rows'
-// sums built in y column by column (the same operations, in the same order, as one token's).
+// Q6_K: one token through group_q6_k_split. More tokens through joined columns: a few (decode
+// steps) join one column at a time on the stack and run every tile over it, adding into y; a
+// prompt joins each group's columns once into a buffer of its own and runs its tiles over them
+// all, the activation rows read in order and the sums kept in registers. Every path adds a row's
+// column terms in the same order from zero, so they give the same bits.
 void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
                int64_t nt, float* y, size_t ldy) {
+  const int64_t nb = n / kQK_K;
   const auto* xb = static_cast<const uint8_t*>(x);
+  const auto group = [&](int64_t gi) {
+    return reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
+                                              gi * kGroupRows * ldw);
+  };
   if (nt == 1) {
     for (int64_t gi = 0; gi < ng; ++gi) {
-      const auto* g = reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) +
-                                                         gi * kGroupRows * ldw);
-      group_q6_k_split<1>(n / kQK_K, g, xb, ldx, y + gi * kGroupRows, ldy);
+      group_q6_k_split<1>(nb, group(gi), xb, ldx, y + gi * kGroupRows, ldy);
     }
+    return;
+  }
+  if (unpack_codes(nt)) {
+    std::vector<Q6_KColumn> cols(static_cast<size_t>(nb));
+    for_each_unpacked_tile<4>(
+        ng, nt, [](int64_t, int64_t, auto) {},
+        [&](int64_t gi) {
+          const GroupQ6_K* g = group(gi);
+          for (int64_t c = 0; c < nb; ++c) join_q6_k(g[c], cols[c]);
+        },
+        [&](int64_t gi, int64_t t, auto tokens) {
+          tile_q6_k<decltype(tokens)::value>(nb, cols.data(), xb + t * ldx, ldx,
+                                             y + t * ldy + gi * kGroupRows, ldy);
+        });
     return;
   }
   Q6_KColumn col;
   for (int64_t gi = 0; gi < ng; ++gi) {
-    const auto* g =
-        reinterpret_cast<const GroupQ6_K*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
     float* yg = y + gi * kGroupRows;
     for (int64_t t = 0; t < nt; ++t) _mm512_storeu_ps(yg + t * ldy, _mm512_setzero_ps());
-    for (int64_t c = 0; c < n / kQK_K; ++c) {
-      join_q6_k(g[c], col);
+    for (int64_t c = 0; c < nb; ++c) {
+      join_q6_k(group(gi)[c], col);
       const uint8_t* xc = xb + c * kActGroupBytes;
       for_each_group_tile<4>(1, nt, [&](int64_t, int64_t t, auto tokens) {
-        column_q6_k<decltype(tokens)::value>(col, xc + t * ldx, ldx, yg + t * ldy, ldy);
+        constexpr int T = decltype(tokens)::value;
+        __m512 sum[T];
+        for (int i = 0; i < T; ++i) sum[i] = _mm512_loadu_ps(yg + (t + i) * ldy);
+        add_column_q6_k<T>(col, xc + t * ldx, ldx, sum);
+        for (int i = 0; i < T; ++i) _mm512_storeu_ps(yg + (t + i) * ldy, sum[i]);
       });
     }
   }
