@@ -98,16 +98,14 @@ struct Sub16Tiles {
     return s > 0 ? _mm256_slli_epi16(v, s) : s < 0 ? _mm256_srli_epi16(v, -s) : v;
   }
 
-  // The scales of sub-blocks 2b and 2b + 1, 16 rows as int8 (Q2_K's mins apart); with kQuarter
-  // the first (even) sub-block's are 4 times the scale (Q3_K's 6-bit u - 32 as 4 u - 128).
+  // Q3_K's and Q6_K's scales of sub-blocks 2b and 2b + 1, 16 rows as int8; with kQuarter the
+  // first (even) sub-block's are 4 times the scale (Q3_K's 6-bit u - 32 as 4 u - 128).
   struct ScalePair {
     __m128i first, second;
   };
   static ScalePair scales(const Group& g, int b) {
     if constexpr (kQ6) {
       return {load16(g.scales[2 * b]), load16(g.scales[2 * b + 1])};
-    } else if constexpr (kMins) {
-      return nibbles_of(g, b, 0);
     } else {
       // group_q3_k_scale: the low 4 bits of both in scale_low[b] (nibbles), the high 2 at bits
       // 4 (b / 4) and 4 (b / 4) + 2 of scale_high[b % 4].
@@ -129,20 +127,49 @@ struct Sub16Tiles {
     }
   }
 
-  // Q2_K's scales (shift 0; in quarters the first 4 times theirs) or mins (shift 4) of
-  // sub-blocks 2b and 2b + 1: scales[b][2 r + e] holds row r's byte of sub-block 2b + e, so the
-  // even bytes go first, the odd second.
-  static ScalePair nibbles_of(const GroupQ2_K& g, int b, int shift) {
-    const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m128i rows0 = _mm_shuffle_epi8(load16(g.scales[b]), even_odd);
-    const __m128i rows1 = _mm_shuffle_epi8(load16(g.scales[b] + 16), even_odd);
-    const __m128i low4 = _mm_set1_epi8(15);
-    const auto part = [&](__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, shift), low4); };
-    const __m128i even = _mm_unpacklo_epi64(rows0, rows1), odd = _mm_unpackhi_epi64(rows0, rows1);
-    if (kQuarter && shift == 0) {
-      return {_mm_and_si128(_mm_slli_epi16(even, 2), _mm_set1_epi8(0x3c)), part(odd)};
+  // The scales of sub-blocks 2b and 2b + 1, as column() takes them. Q2_K's come straight from
+  // the group: scales[b][2 r + e] holds row r's byte of sub-block 2b + e (scale in the low
+  // nibble, min in the high one), so half h's 16 bytes zero-extended to int16 hold each row's
+  // pair in its lane, one widening a half. The others' come from scales(), 16 rows as int8.
+  struct BlockScales {
+    ScalePair bytes;   // Q3_K, Q6_K
+    __m256i pairs[H];  // Q2_K
+  };
+  [[gnu::always_inline]] static inline BlockScales block_scales(const Group& g, int b) {
+    BlockScales bs{};
+    if constexpr (kMins) {
+      for (int h = 0; h < H; ++h) bs.pairs[h] = _mm256_cvtepu8_epi16(load16(g.scales[b] + 16 * h));
+    } else {
+      bs.bytes = scales(g, b);
     }
-    return {part(even), part(odd)};
+    return bs;
+  }
+
+  // Sub-block 2b + s's scale in each row lane of half h: int32 under VNNI, the same int16 in
+  // both halves of the lane for vpmaddwd otherwise (Q2_K's even one 4 times in quarters).
+  [[gnu::always_inline]] static inline __m256i scale_lanes(const BlockScales& bs, int s, int h) {
+    if constexpr (kMins) {
+      const __m256i sc = _mm256_and_si256(bs.pairs[h], _mm256_set1_epi16(15));
+      const int times = kQuarter && s == 0 ? 2 : 0;
+      if constexpr (kVnni) {
+        return _mm256_slli_epi32(
+            s == 0 ? _mm256_and_si256(sc, _mm256_set1_epi32(0xffff)) : _mm256_srli_epi32(sc, 16),
+            times);
+      } else {
+        // Each lane's int16 s into both halves of the lane.
+        const char a = static_cast<char>(2 * s), b = static_cast<char>(2 * s + 1);
+        const __m128i pick = _mm_setr_epi8(a, b, a, b, a + 4, b + 4, a + 4, b + 4, a + 8, b + 8,
+                                           a + 8, b + 8, a + 12, b + 12, a + 12, b + 12);
+        return _mm256_slli_epi16(_mm256_shuffle_epi8(sc, _mm256_broadcastsi128_si256(pick)), times);
+      }
+    } else {
+      const __m128i bytes = s == 0 ? bs.bytes.first : bs.bytes.second;
+      if constexpr (kVnni) {
+        return _mm256_cvtepi8_epi32(h == 0 ? bytes : _mm_srli_si128(bytes, 8));
+      } else {
+        return duplicated(bytes, h);
+      }
+    }
   }
 
   // (a, b) as int16 in every 32-bit lane, a in the low half.
@@ -169,11 +196,10 @@ struct Sub16Tiles {
                                                    const CodesOf& codes_of) {
 #pragma GCC unroll 8
     for (int b = 0; b < 8; ++b) {
-      const ScalePair sp = scales(gc, b);
+      const BlockScales bs = block_scales(gc, b);
 #pragma GCC unroll 2
       for (int s = 0; s < 2; ++s) {
         const int j = 2 * b + s;
-        const __m128i scale_bytes = s == 0 ? sp.first : sp.second;
         if constexpr (kVnni) {
           __m256i chain[H][T] = {};
 #pragma GCC unroll 4
@@ -186,15 +212,14 @@ struct Sub16Tiles {
             }
           }
           for (int h = 0; h < H; ++h) {
-            const __m256i scale =
-                _mm256_cvtepi8_epi32(h == 0 ? scale_bytes : _mm_srli_si128(scale_bytes, 8));
+            const __m256i scale = scale_lanes(bs, s, h);
             for (int t = 0; t < T; ++t) {
               total[h][t] = _mm256_add_epi32(total[h][t], _mm256_mullo_epi32(chain[h][t], scale));
             }
           }
         } else {
           __m256i scale[H];
-          for (int h = 0; h < H; ++h) scale[h] = duplicated(scale_bytes, h);
+          for (int h = 0; h < H; ++h) scale[h] = scale_lanes(bs, s, h);
 #pragma GCC unroll 2
           for (int p = 0; p < 4 / kChainQuads; ++p) {
             __m256i chain[H][T] = {};
@@ -222,18 +247,17 @@ struct Sub16Tiles {
       // Q2_K's mins into their own sum, the others' offset (2^kOffsetShift s_j) off the total.
       for (int h = 0; h < H; ++h) {
         if constexpr (kMins) {
-          const ScalePair mp = nibbles_of(gc, b, 4);
-          add_pair_sums<T>(paired(mp.first, mp.second, h), xs, kAct.pair[b], other[h]);
+          add_pair_sums<T>(_mm256_srli_epi16(bs.pairs[h], 4), xs, kAct.pair[b], other[h]);
         } else if constexpr (kQuarter) {
           // In quarters: the first scale is 4 s already, the second s.
           const __m256i offset =
-              _mm256_mullo_epi16(paired(sp.first, sp.second, h),
+              _mm256_mullo_epi16(paired(bs.bytes.first, bs.bytes.second, h),
                                  int16_pairs(-(1 << kOffsetShift), -(4 << kOffsetShift)));
           add_pair_sums<T>(offset, xs, kAct.pair[b], total[h]);
         } else {
-          const __m256i offset =
-              _mm256_sub_epi16(_mm256_setzero_si256(),
-                               _mm256_slli_epi16(paired(sp.first, sp.second, h), kOffsetShift));
+          const __m256i offset = _mm256_sub_epi16(
+              _mm256_setzero_si256(),
+              _mm256_slli_epi16(paired(bs.bytes.first, bs.bytes.second, h), kOffsetShift));
           add_pair_sums<T>(offset, xs, kAct.pair[b], total[h]);
         }
       }
