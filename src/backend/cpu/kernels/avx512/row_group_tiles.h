@@ -51,6 +51,22 @@ inline void prefetch_ahead(const Group* gc) {
   for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
 }
 
+// A column's float term for groups without mins (Q3_K, Q6_K, IQ4_XS): sum[t] += (d dx_t) (a[t] -
+// 2^OffsetShift b[t]) for tokens t at x + t ldx (their activation super-blocks), the codes' offset
+// taken off exactly in int32 first.
+template <int T, int OffsetShift>
+[[gnu::always_inline]] inline void finish_column(__m512 d, const uint8_t* x, size_t ldx,
+                                                 const __m512i (&a)[T], const __m512i (&b)[T],
+                                                 __m512 (&sum)[T]) {
+  for (int t = 0; t < T; ++t) {
+    float dx;
+    std::memcpy(&dx, x + t * ldx + kActScalesOffset, sizeof dx);
+    const __m512i exact = _mm512_sub_epi32(a[t], _mm512_slli_epi32(b[t], OffsetShift));
+    sum[t] =
+        _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(exact), sum[t]);
+  }
+}
+
 // The super-block column loop of the group kernels: column(gc, xs, a, b) adds one column's integer
 // sums for tokens xs[0..T) (their activation super-blocks) into a[t] and b[t], one row per lane.
 // Groups with mins (a dmin field: Q2_K, Q4_K): a holds sum_j scale_j (codes . x), b sum_j min_j
@@ -71,19 +87,18 @@ template <int T, int OffsetShift, typename Group, typename Column>
     __m512i a[T] = {}, b[T] = {};
     column(gc, xs, a, b);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
-    for (int t = 0; t < T; ++t) {
-      float dx;
-      std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-      const __m512 vdx = _mm512_set1_ps(dx);
-      if constexpr (kMins) {
-        const __m512 dmin =
-            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
+    if constexpr (kMins) {
+      const __m512 dmin =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
+      for (int t = 0; t < T; ++t) {
+        float dx;
+        std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
+        const __m512 vdx = _mm512_set1_ps(dx);
         sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(a[t]), sum[t]);
         mins[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(b[t]), mins[t]);
-      } else {
-        const __m512i exact = _mm512_sub_epi32(a[t], _mm512_slli_epi32(b[t], OffsetShift));
-        sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(exact), sum[t]);
       }
+    } else {
+      finish_column<T, OffsetShift>(d, xs[0], ldx, a, b, sum);
     }
   }
   for (int t = 0; t < T; ++t) {

@@ -1,10 +1,11 @@
-// The products over Q4_K and Q6_K row groups (kernels/row_groups.h) with AVX512-VNNI, as
-// row_groups_avx512.cc's: one row per 32-bit lane, each quad's codes loaded once for every token
-// of a tile (low nibbles masked with 0x0f, high ones with 0xf0: times 16), vpdpbusd against the
-// quad's activation bytes broadcast. Q4_K packs the sums of a sub-block's two halves of 16 (its
-// whole can pass 2^15) as an int16 pair against its scale in both halves; Q6_K, for one token,
-// its low and top-bit sums against (scale, 16 scale). The generic reference
-// (generic/row_groups.cc) gives the same bits.
+// The products over Q4_K, Q5_K, IQ4_XS and Q6_K row groups (kernels/row_groups.h) with
+// AVX512-VNNI, as row_groups_avx512.cc's: one row per 32-bit lane, each quad's codes loaded once
+// for every token of a tile (low nibbles masked with 0x0f, high ones with 0xf0: times 16),
+// vpdpbusd against the quad's activation bytes broadcast. Q4_K packs the sums of a sub-block's
+// two halves of 16 (its whole can pass 2^15) as an int16 pair against its scale in both halves;
+// Q6_K, for one token, its low and top-bit sums against (scale, 16 scale). Q6_K's and IQ4_XS's
+// prompts join each group's codes (and scales) once into a buffer their tiles read
+// (gemm_joined). The generic reference (generic/row_groups.cc) gives the same bits.
 #include <immintrin.h>
 
 #include <cstring>
@@ -121,6 +122,18 @@ void group_q5_k(int64_t nb, const GroupQ5_K* g, const uint8_t* x, size_t ldx, fl
       });
 }
 
+// IQ4_XS's signed scale of sub-block j (6 bits less 32), int32, one row per lane: the low 4 bits
+// from scale_low (nibbles), the high 2 from high_bits (scale_high widened, 2 bits a sub-block).
+inline __m512i iq4_xs_scale(const GroupIQ4_XS& g, __m512i high_bits, int j) {
+  const __m512i low =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g.scale_low[j / 2])));
+  const __m512i ls = _mm512_or_si512(
+      _mm512_and_si512(_mm512_srli_epi32(low, 4 * (j % 2)), _mm512_set1_epi32(15)),
+      _mm512_slli_epi32(
+          _mm512_and_si512(_mm512_srli_epi32(high_bits, 2 * j), _mm512_set1_epi32(3)), 4));
+  return _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
+}
+
 // Tokens x[0..T) against one IQ4_XS group of 16 rows: y[t * ldy + r]. Each nibble looked up
 // (vpshufb) as its table value plus 128; a sub-block's sum meets its signed scale in int32
 // (vpmulld), and the scale pairs meet the activations' sums of 16 for the 128s taken off.
@@ -150,15 +163,7 @@ void group_iq4_xs(int64_t nb, const GroupIQ4_XS* g, const uint8_t* x, size_t ldx
                                             broadcast32(xs[t] + kAct.sub16[2 * j + 1] + 4 * w));
             }
           }
-          const __m512i ls = _mm512_or_si512(
-              _mm512_and_si512(
-                  _mm512_srli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                        reinterpret_cast<const __m128i*>(gc.scale_low[j / 2]))),
-                                    4 * (j % 2)),
-                  _mm512_set1_epi32(15)),
-              _mm512_slli_epi32(
-                  _mm512_and_si512(_mm512_srli_epi32(high_bits, 2 * j), _mm512_set1_epi32(3)), 4));
-          const __m512i scale = _mm512_sub_epi32(ls, _mm512_set1_epi32(32));
+          const __m512i scale = iq4_xs_scale(gc, high_bits, j);
           // The scale in both int16 halves of the lane (two's complement in the low one).
           const __m512i pair = pack_pair(scale, scale);
           for (int t = 0; t < T; ++t) {
@@ -297,23 +302,7 @@ template <int T>
           _mm512_dpwssd_epi32(offset[t], col.pairs[b], broadcast32(x + t * ldx + kAct.pair[b]));
     }
   }
-  for (int t = 0; t < T; ++t) {
-    float dx;
-    std::memcpy(&dx, x + t * ldx + kActScalesOffset, sizeof dx);
-    const __m512i exact = _mm512_sub_epi32(total[t], _mm512_slli_epi32(offset[t], 5));
-    sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(col.d, _mm512_set1_ps(dx)), _mm512_cvtepi32_ps(exact),
-                             sum[t]);
-  }
-}
-
-// Tokens x[0..T) against nb joined columns (one group's): y[t * ldy + r], each row's terms added
-// column by column from zero.
-template <int T>
-void tile_q6_k(int64_t nb, const Q6_KColumn* cols, const uint8_t* x, size_t ldx, float* y,
-               size_t ldy) {
-  __m512 sum[T] = {};
-  for (int64_t c = 0; c < nb; ++c) add_column_q6_k<T>(cols[c], x + c * kActGroupBytes, ldx, sum);
-  for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * ldy, sum[t]);
+  finish_column<T, 5>(col.d, x, ldx, total, offset, sum);
 }
 
 template <int T>
@@ -340,6 +329,111 @@ struct Q4_K {
   }
 };
 
+// IQ4_XS for prompts: a group's columns looked up once (both nibbles of every code vector, the
+// signed scales and their pairs) into a buffer every tile of tokens reads, as Q6_K's joined
+// columns; the same sums as group_iq4_xs.
+struct IQ4_XSColumn {
+  __m512i lo[8][4], hi[8][4];  // [sub-block of 32][quad]: table values plus 128
+  __m512i scales[8];           // int32, one row per lane
+  __m512i pairs[8];            // the scale in both int16 halves
+  __m512 d;
+};
+
+void join_iq4_xs(const GroupIQ4_XS& gc, IQ4_XSColumn& col) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const __m512i table = iq4_offset_book();
+  const __m512i high_bits =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.scale_high)));
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) {
+      const __m512i v = _mm512_loadu_si512(gc.codes[4 * j + w]);
+      col.lo[j][w] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, nibble));
+      col.hi[j][w] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
+    }
+    col.scales[j] = iq4_xs_scale(gc, high_bits, j);
+    col.pairs[j] = pack_pair(col.scales[j], col.scales[j]);
+  }
+  col.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
+}
+
+// Tokens x[0..T) (their activation super-blocks of this column) against a joined IQ4_XS column,
+// its terms added to the rows' running sums.
+template <int T>
+struct AddColumnIQ4_XS {
+  [[gnu::always_inline]] static inline void run(const IQ4_XSColumn& col, const uint8_t* x,
+                                                size_t ldx, __m512 (&sum)[T]) {
+    __m512i total[T] = {}, offset[T] = {};
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m512i low[T] = {}, high[T] = {};
+#pragma GCC unroll 4
+      for (int w = 0; w < 4; ++w) {
+        for (int t = 0; t < T; ++t) {
+          low[t] = _mm512_dpbusd_epi32(low[t], col.lo[j][w],
+                                       broadcast32(x + t * ldx + kAct.sub16[2 * j] + 4 * w));
+          high[t] = _mm512_dpbusd_epi32(high[t], col.hi[j][w],
+                                        broadcast32(x + t * ldx + kAct.sub16[2 * j + 1] + 4 * w));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        total[t] = _mm512_add_epi32(
+            total[t], _mm512_mullo_epi32(_mm512_add_epi32(low[t], high[t]), col.scales[j]));
+        offset[t] =
+            _mm512_dpwssd_epi32(offset[t], col.pairs[j], broadcast32(x + t * ldx + kAct.pair[j]));
+      }
+    }
+    finish_column<T, 7>(col.d, x, ldx, total, offset, sum);
+  }
+};
+
+// Q6_K's joined columns for add_column_q6_k.
+template <int T>
+struct AddColumnQ6_K {
+  [[gnu::always_inline]] static inline void run(const Q6_KColumn& col, const uint8_t* x, size_t ldx,
+                                                __m512 (&sum)[T]) {
+    add_column_q6_k<T>(col, x, ldx, sum);
+  }
+};
+
+// A prompt's product over groups whose columns are joined once per group (join(group, column))
+// into a buffer of its own, which each tile of up to 4 tokens then reads column after column
+// (Add<T>::run), the activation rows in order and the sums in registers: y[t * ldy + r].
+template <typename Group, typename Column, template <int> class Add, typename Join>
+void gemm_joined(int64_t n, const void* w, size_t ldw, int64_t ng, const uint8_t* xb, size_t ldx,
+                 int64_t nt, float* y, size_t ldy, const Join& join) {
+  const int64_t nb = n / kQK_K;
+  std::vector<Column> cols(static_cast<size_t>(nb));
+  for_each_unpacked_tile<4>(
+      ng, nt, [](int64_t, int64_t, auto) {},
+      [&](int64_t gi) {
+        const auto* g =
+            reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+        for (int64_t c = 0; c < nb; ++c) join(g[c], cols[c]);
+      },
+      [&](int64_t gi, int64_t t, auto tokens) {
+        constexpr int T = decltype(tokens)::value;
+        __m512 sum[T] = {};
+        for (int64_t c = 0; c < nb; ++c) {
+          Add<T>::run(cols[c], xb + t * ldx + c * kActGroupBytes, ldx, sum);
+        }
+        float* yt = y + t * ldy + gi * kGroupRows;
+        for (int i = 0; i < T; ++i) _mm512_storeu_ps(yt + i * ldy, sum[i]);
+      });
+}
+
+// IQ4_XS: prompts through joined columns, decode steps through group_iq4_xs.
+void gemm_iq4_xs(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
+                 int64_t nt, float* y, size_t ldy) {
+  if (unpack_codes(nt)) {
+    gemm_joined<GroupIQ4_XS, IQ4_XSColumn, AddColumnIQ4_XS>(
+        n, w, ldw, ng, static_cast<const uint8_t*>(x), ldx, nt, y, ldy, join_iq4_xs);
+    return;
+  }
+  gemm_groups<GroupIQ4_XS, 4, IQ4_XS>(n, w, ldw, ng, x, ldx, nt, y, ldy);
+}
+
 // Q6_K: one token through group_q6_k_split. More tokens through joined columns: a few (decode
 // steps) join one column at a time on the stack and run every tile over it, adding into y; a
 // prompt joins each group's columns once into a buffer of its own and runs its tiles over them
@@ -360,17 +454,8 @@ void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, 
     return;
   }
   if (unpack_codes(nt)) {
-    std::vector<Q6_KColumn> cols(static_cast<size_t>(nb));
-    for_each_unpacked_tile<4>(
-        ng, nt, [](int64_t, int64_t, auto) {},
-        [&](int64_t gi) {
-          const GroupQ6_K* g = group(gi);
-          for (int64_t c = 0; c < nb; ++c) join_q6_k(g[c], cols[c]);
-        },
-        [&](int64_t gi, int64_t t, auto tokens) {
-          tile_q6_k<decltype(tokens)::value>(nb, cols.data(), xb + t * ldx, ldx,
-                                             y + t * ldy + gi * kGroupRows, ldy);
-        });
+    gemm_joined<GroupQ6_K, Q6_KColumn, AddColumnQ6_K>(n, w, ldw, ng, xb, ldx, nt, y, ldy,
+                                                      join_q6_k);
     return;
   }
   Q6_KColumn col;
@@ -396,7 +481,7 @@ void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, 
 void set_nibble_row_group_kernels(Kernels& k) {
   k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
   k.q5_k.gemm_row_groups = gemm_groups<GroupQ5_K, 4, Q5_K>;
-  k.iq4_xs.gemm_row_groups = gemm_groups<GroupIQ4_XS, 4, IQ4_XS>;
+  k.iq4_xs.gemm_row_groups = gemm_iq4_xs;
   k.q6_k.gemm_row_groups = gemm_q6_k;
 }
 
