@@ -67,6 +67,22 @@ template <int T, int OffsetShift>
   }
 }
 
+// The same for groups with mins (Q2_K, Q4_K, Q5_K): sum[t] += (d dx_t) a[t] and mins[t] +=
+// (dmin dx_t) b[t]; a row's result is sum - mins once every column is in.
+template <int T>
+[[gnu::always_inline]] inline void finish_column_mins(__m512 d, __m512 dmin, const uint8_t* x,
+                                                      size_t ldx, const __m512i (&a)[T],
+                                                      const __m512i (&b)[T], __m512 (&sum)[T],
+                                                      __m512 (&mins)[T]) {
+  for (int t = 0; t < T; ++t) {
+    float dx;
+    std::memcpy(&dx, x + t * ldx + kActScalesOffset, sizeof dx);
+    const __m512 vdx = _mm512_set1_ps(dx);
+    sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(a[t]), sum[t]);
+    mins[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(b[t]), mins[t]);
+  }
+}
+
 // The super-block column loop of the group kernels: column(gc, xs, a, b) adds one column's integer
 // sums for tokens xs[0..T) (their activation super-blocks) into a[t] and b[t], one row per lane.
 // Groups with mins (a dmin field: Q2_K, Q4_K): a holds sum_j scale_j (codes . x), b sum_j min_j
@@ -90,13 +106,7 @@ template <int T, int OffsetShift, typename Group, typename Column>
     if constexpr (kMins) {
       const __m512 dmin =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
-      for (int t = 0; t < T; ++t) {
-        float dx;
-        std::memcpy(&dx, xs[t] + kActScalesOffset, sizeof dx);
-        const __m512 vdx = _mm512_set1_ps(dx);
-        sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, vdx), _mm512_cvtepi32_ps(a[t]), sum[t]);
-        mins[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, vdx), _mm512_cvtepi32_ps(b[t]), mins[t]);
-      }
+      finish_column_mins<T>(d, dmin, xs[0], ldx, a, b, sum, mins);
     } else {
       finish_column<T, OffsetShift>(d, xs[0], ldx, a, b, sum);
     }

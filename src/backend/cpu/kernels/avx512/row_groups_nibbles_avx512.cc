@@ -3,8 +3,8 @@
 // for every token of a tile (low nibbles masked with 0x0f, high ones with 0xf0: times 16),
 // vpdpbusd against the quad's activation bytes broadcast. Q4_K packs the sums of a sub-block's
 // two halves of 16 (its whole can pass 2^15) as an int16 pair against its scale in both halves;
-// Q6_K, for one token, its low and top-bit sums against (scale, 16 scale). Q6_K's and IQ4_XS's
-// prompts join each group's codes (and scales) once into a buffer their tiles read
+// Q6_K, for one token, its low and top-bit sums against (scale, 16 scale). Q5_K's, Q6_K's and
+// IQ4_XS's prompts join each group's codes (and scales) once into a buffer their tiles read
 // (gemm_joined). The generic reference (generic/row_groups.cc) gives the same bits.
 #include <immintrin.h>
 
@@ -363,7 +363,7 @@ void join_iq4_xs(const GroupIQ4_XS& gc, IQ4_XSColumn& col) {
 template <int T>
 struct AddColumnIQ4_XS {
   [[gnu::always_inline]] static inline void run(const IQ4_XSColumn& col, const uint8_t* x,
-                                                size_t ldx, __m512 (&sum)[T]) {
+                                                size_t ldx, __m512 (&sum)[T], __m512 (&)[T]) {
     __m512i total[T] = {}, offset[T] = {};
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
@@ -392,8 +392,64 @@ struct AddColumnIQ4_XS {
 template <int T>
 struct AddColumnQ6_K {
   [[gnu::always_inline]] static inline void run(const Q6_KColumn& col, const uint8_t* x, size_t ldx,
-                                                __m512 (&sum)[T]) {
+                                                __m512 (&sum)[T], __m512 (&)[T]) {
     add_column_q6_k<T>(col, x, ldx, sum);
+  }
+};
+
+// Q5_K for prompts: a group's codes with their fifth bits joined once (0..31), with the scales
+// and min pairs, into a buffer every tile reads; the same sums as group_q5_k.
+struct Q5_KColumn {
+  __m512i u[8][8];       // [sub-block of 32][quad]
+  __m512i scales[8];     // int32, one row per lane
+  __m512i min_pairs[8];  // the min in both int16 halves
+  __m512 d, dmin;
+};
+
+void join_q5_k(const GroupQ5_K& gc, Q5_KColumn& col) {
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+  for (int m = 0; m < 4; ++m) {
+#pragma GCC unroll 8
+    for (int w = 0; w < 8; ++w) {
+      const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
+      const __m512i h = _mm512_loadu_si512(gc.high[w]);
+      col.u[2 * m][w] = join_bit_4(_mm512_and_si512(v, nibble), h, 2 * m);
+      col.u[2 * m + 1][w] =
+          join_bit_4(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), h, 2 * m + 1);
+    }
+  }
+  for (int j = 0; j < 8; ++j) {
+    const ScaleMinPairs sm = q4_k_scales(gc, j);
+    col.scales[j] = sm.scale;
+    col.min_pairs[j] = sm.min_pair;
+  }
+  col.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
+  col.dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.dmin)));
+}
+
+template <int T>
+struct AddColumnQ5_K {
+  [[gnu::always_inline]] static inline void run(const Q5_KColumn& col, const uint8_t* x,
+                                                size_t ldx, __m512 (&sum)[T], __m512 (&mins)[T]) {
+    __m512i total[T] = {}, min_total[T] = {};
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m512i acc[T] = {};
+#pragma GCC unroll 8
+      for (int w = 0; w < 8; ++w) {
+        const int64_t at = kAct.sub16[2 * j + w / 4] + 4 * (w % 4);
+        for (int t = 0; t < T; ++t) {
+          acc[t] = _mm512_dpbusd_epi32(acc[t], col.u[j][w], broadcast32(x + t * ldx + at));
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(acc[t], col.scales[j]));
+        min_total[t] = _mm512_dpwssd_epi32(min_total[t], col.min_pairs[j],
+                                           broadcast32(x + t * ldx + kAct.pair[j]));
+      }
+    }
+    finish_column_mins<T>(col.d, col.dmin, x, ldx, total, min_total, sum, mins);
   }
 };
 
@@ -414,24 +470,30 @@ void gemm_joined(int64_t n, const void* w, size_t ldw, int64_t ng, const uint8_t
       },
       [&](int64_t gi, int64_t t, auto tokens) {
         constexpr int T = decltype(tokens)::value;
-        __m512 sum[T] = {};
+        constexpr bool kMins = requires(const Column& col) { col.dmin; };
+        __m512 sum[T] = {}, mins[T] = {};
         for (int64_t c = 0; c < nb; ++c) {
-          Add<T>::run(cols[c], xb + t * ldx + c * kActGroupBytes, ldx, sum);
+          Add<T>::run(cols[c], xb + t * ldx + c * kActGroupBytes, ldx, sum, mins);
         }
         float* yt = y + t * ldy + gi * kGroupRows;
-        for (int i = 0; i < T; ++i) _mm512_storeu_ps(yt + i * ldy, sum[i]);
+        for (int i = 0; i < T; ++i) {
+          _mm512_storeu_ps(yt + i * ldy, kMins ? _mm512_sub_ps(sum[i], mins[i]) : sum[i]);
+        }
       });
 }
 
-// IQ4_XS: prompts through joined columns, decode steps through group_iq4_xs.
-void gemm_iq4_xs(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, size_t ldx,
-                 int64_t nt, float* y, size_t ldy) {
+// Prompts through joined columns (gemm_joined), decode steps through the group kernel
+// Direct<T>, which unpacks as it goes (so that they allocate nothing).
+template <typename Group, typename Column, template <int> class Add, auto Join,
+          template <int> class Direct>
+void gemm_joined_prompts(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x,
+                         size_t ldx, int64_t nt, float* y, size_t ldy) {
   if (unpack_codes(nt)) {
-    gemm_joined<GroupIQ4_XS, IQ4_XSColumn, AddColumnIQ4_XS>(
-        n, w, ldw, ng, static_cast<const uint8_t*>(x), ldx, nt, y, ldy, join_iq4_xs);
+    gemm_joined<Group, Column, Add>(n, w, ldw, ng, static_cast<const uint8_t*>(x), ldx, nt, y, ldy,
+                                    Join);
     return;
   }
-  gemm_groups<GroupIQ4_XS, 4, IQ4_XS>(n, w, ldw, ng, x, ldx, nt, y, ldy);
+  gemm_groups<Group, 4, Direct>(n, w, ldw, ng, x, ldx, nt, y, ldy);
 }
 
 // Q6_K: one token through group_q6_k_split. More tokens through joined columns: a few (decode
@@ -480,8 +542,10 @@ void gemm_q6_k(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x, 
 
 void set_nibble_row_group_kernels(Kernels& k) {
   k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
-  k.q5_k.gemm_row_groups = gemm_groups<GroupQ5_K, 4, Q5_K>;
-  k.iq4_xs.gemm_row_groups = gemm_iq4_xs;
+  k.q5_k.gemm_row_groups =
+      gemm_joined_prompts<GroupQ5_K, Q5_KColumn, AddColumnQ5_K, join_q5_k, Q5_K>;
+  k.iq4_xs.gemm_row_groups =
+      gemm_joined_prompts<GroupIQ4_XS, IQ4_XSColumn, AddColumnIQ4_XS, join_iq4_xs, IQ4_XS>;
   k.q6_k.gemm_row_groups = gemm_q6_k;
 }
 
