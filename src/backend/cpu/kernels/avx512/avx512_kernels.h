@@ -16,11 +16,12 @@ void set_quant_kernels(Kernels& k);
 void set_block_kernels(Kernels& k);
 void set_axpy_kernels(Kernels& k);
 void set_kquant_axpy_kernels(Kernels& k);
-// The products over row groups: Q2_K's and Q3_K's (row_groups_avx512.cc), which also sets Q4_K's
-// and Q6_K's (row_groups_nibbles_avx512.cc) and the 32-weight block types'
-// (row_groups_32_avx512.cc).
+// The products over row groups: Q2_K's and Q3_K's (row_groups_avx512.cc), which also sets Q4_K's,
+// Q5_K's and IQ4_XS's (row_groups_nibbles_avx512.cc), Q6_K's (row_groups_q6_k_avx512.cc) and the
+// 32-weight block types' (row_groups_32_avx512.cc).
 void set_row_group_kernels(Kernels& k);
 void set_nibble_row_group_kernels(Kernels& k);
+void set_q6_k_row_group_kernels(Kernels& k);
 void set_row_group_32_kernels(Kernels& k);
 // The float axpy of several tokens (axpy_tokens_avx512.cc).
 void set_float_axpy_kernels(Kernels& k);

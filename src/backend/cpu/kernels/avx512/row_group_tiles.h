@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/kernels/avx512/avx512_util.h"
 #include "backend/cpu/kernels/row_groups.h"
@@ -114,6 +115,35 @@ template <int T, int OffsetShift, typename Group, typename Column>
   for (int t = 0; t < T; ++t) {
     _mm512_storeu_ps(y + t * ldy, kMins ? _mm512_sub_ps(sum[t], mins[t]) : sum[t]);
   }
+}
+
+// A prompt's product over groups whose columns are joined once per group (join(group, column))
+// into a buffer of its own, which each tile of up to 4 tokens then reads column after column
+// (Add<T>::run), the activation rows in order and the sums in registers: y[t * ldy + r].
+template <typename Group, typename Column, template <int> class Add, typename Join>
+void gemm_joined(int64_t n, const void* w, size_t ldw, int64_t ng, const uint8_t* xb, size_t ldx,
+                 int64_t nt, float* y, size_t ldy, const Join& join) {
+  const int64_t nb = n / kQK_K;
+  std::vector<Column> cols(static_cast<size_t>(nb));
+  for_each_unpacked_tile<4>(
+      ng, nt, [](int64_t, int64_t, auto) {},
+      [&](int64_t gi) {
+        const auto* g =
+            reinterpret_cast<const Group*>(static_cast<const uint8_t*>(w) + gi * kGroupRows * ldw);
+        for (int64_t c = 0; c < nb; ++c) join(g[c], cols[c]);
+      },
+      [&](int64_t gi, int64_t t, auto tokens) {
+        constexpr int T = decltype(tokens)::value;
+        constexpr bool kMins = requires(const Column& col) { col.dmin; };
+        __m512 sum[T] = {}, mins[T] = {};
+        for (int64_t c = 0; c < nb; ++c) {
+          Add<T>::run(cols[c], xb + t * ldx + c * kActGroupBytes, ldx, sum, mins);
+        }
+        float* yt = y + t * ldy + gi * kGroupRows;
+        for (int i = 0; i < T; ++i) {
+          _mm512_storeu_ps(yt + i * ldy, kMins ? _mm512_sub_ps(sum[i], mins[i]) : sum[i]);
+        }
+      });
 }
 
 // Tiles of up to MaxTokens per group through Kernel<T>, over n / Width columns.

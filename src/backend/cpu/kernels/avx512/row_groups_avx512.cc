@@ -210,6 +210,7 @@ void set_row_group_kernels(Kernels& k) {
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, 4, Q2_K>;
   k.q3_k.gemm_row_groups = gemm_groups<GroupQ3_K, 4, Q3_K>;
   set_nibble_row_group_kernels(k);
+  set_q6_k_row_group_kernels(k);
   set_row_group_32_kernels(k);
 }
 
