@@ -3,7 +3,7 @@
 // 2-bit codes serves four sub-blocks (masked with 3 << 2k: codes times 4^k) and every token of
 // the tile; vpdpbusd adds each row's products against the quad's activation bytes, broadcast,
 // into that sub-block's sums. Q3_K's high bits join its codes first (u = low + 4 high, 0..7) where
-// several tokens share them. The sums of a sub-block pair are then packed into int16 halves (they
+// several tokens share them, once per group for a prompt (gemm_joined). The sums of a sub-block pair are then packed into int16 halves (they
 // fit: 16 codes of at most 7 times |x| <= 128) and meet the pair's scales in one vpdpwssd; Q2_K's
 // mins and Q3_K's offset of 4 meet the activations' sums of 16 the same way. The generic
 // reference (generic/row_groups.cc) gives the same bits.
@@ -137,6 +137,60 @@ void group_q3_k(int64_t nb, const GroupQ3_K* g, const uint8_t* x, size_t ldx, fl
       });
 }
 
+// Q3_K for prompts: a group's codes joined with their high bits once (0..7) and its scale pairs,
+// into a buffer every tile reads (gemm_joined); the same sums as group_q3_k.
+struct Q3_KColumn {
+  __m512i u[16][4];       // [sub-block][quad]
+  __m512i scale_pairs[8];  // sub-blocks 2p and 2p + 1's signed scales as int16 pairs
+  __m512 d;
+};
+
+void join_q3_k(const GroupQ3_K& gc, Q3_KColumn& col) {
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 4
+      for (int w = 0; w < 4; ++w) {
+        col.u[4 * q + k][w] = q3_k_codes(_mm512_loadu_si512(gc.codes[4 * q + w]),
+                                         _mm512_loadu_si512(gc.high[2 * q + w / 2]), k, w);
+      }
+    }
+  }
+  for (int p = 0; p < 8; ++p) col.scale_pairs[p] = q3_k_scale_pair(gc, p);
+  col.d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gc.d)));
+}
+
+template <int T>
+struct AddColumnQ3_K {
+  [[gnu::always_inline]] static inline void run(const Q3_KColumn& col, const uint8_t* x,
+                                                size_t ldx, __m512 (&sum)[T], __m512 (&)[T]) {
+    __m512i total[T] = {}, offset[T] = {};
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      __m512i acc[2][T] = {};
+#pragma GCC unroll 2
+      for (int e = 0; e < 2; ++e) {
+        const int j = 2 * p + e;
+#pragma GCC unroll 4
+        for (int w = 0; w < 4; ++w) {
+          for (int t = 0; t < T; ++t) {
+            acc[e][t] = _mm512_dpbusd_epi32(acc[e][t], col.u[j][w],
+                                            broadcast32(x + t * ldx + kAct.sub16[j] + 4 * w));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        total[t] =
+            _mm512_dpwssd_epi32(total[t], pack_pair(acc[0][t], acc[1][t]), col.scale_pairs[p]);
+        offset[t] = _mm512_dpwssd_epi32(offset[t], col.scale_pairs[p],
+                                        broadcast32(x + t * ldx + kAct.pair[p]));
+      }
+    }
+    finish_column<T, 2>(col.d, x, ldx, total, offset, sum);
+  }
+};
+
 // One token against one Q3_K group: the high bits in sums of their own (masked with 1 << k:
 // times 2^k) instead of joined to the codes, fewer instructions per weight where no other token
 // shares the unpacking; the same integers as group_q3_k.
@@ -208,7 +262,8 @@ void set_row_group_kernels(Kernels& k) {
   // clears the types it has no kernels for; every product is replaced below.
   generic::set_row_group_kernels(k);
   k.q2_k.gemm_row_groups = gemm_groups<GroupQ2_K, 4, Q2_K>;
-  k.q3_k.gemm_row_groups = gemm_groups<GroupQ3_K, 4, Q3_K>;
+  k.q3_k.gemm_row_groups =
+      gemm_joined_prompts<GroupQ3_K, Q3_KColumn, AddColumnQ3_K, join_q3_k, Q3_K>;
   set_nibble_row_group_kernels(k);
   set_q6_k_row_group_kernels(k);
   set_row_group_32_kernels(k);

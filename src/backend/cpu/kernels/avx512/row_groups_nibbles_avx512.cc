@@ -312,20 +312,6 @@ struct AddColumnQ5_K {
   }
 };
 
-// Prompts through joined columns (gemm_joined), decode steps through the group kernel
-// Direct<T>, which unpacks as it goes (so that they allocate nothing).
-template <typename Group, typename Column, template <int> class Add, auto Join,
-          template <int> class Direct>
-void gemm_joined_prompts(int64_t n, const void* w, size_t ldw, int64_t ng, const void* x,
-                         size_t ldx, int64_t nt, float* y, size_t ldy) {
-  if (unpack_codes(nt)) {
-    gemm_joined<Group, Column, Add>(n, w, ldw, ng, static_cast<const uint8_t*>(x), ldx, nt, y, ldy,
-                                    Join);
-    return;
-  }
-  gemm_groups<Group, 4, Direct>(n, w, ldw, ng, x, ldx, nt, y, ldy);
-}
-
 }  // namespace
 
 void set_nibble_row_group_kernels(Kernels& k) {
