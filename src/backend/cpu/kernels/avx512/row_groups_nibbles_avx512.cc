@@ -2,12 +2,12 @@
 // row_groups_avx512.cc's: one row per 32-bit lane, each quad's codes loaded once for every token
 // of a tile (low nibbles masked with 0x0f, high ones with 0xf0: times 16), vpdpbusd against the
 // quad's activation bytes broadcast. Q4_K packs the sums of a sub-block's two halves of 16 (its
-// whole can pass 2^15) as an int16 pair against its scale in both halves. Q5_K's and IQ4_XS's
-// prompts join each group's codes (and scales) once into a buffer their tiles read
-// (gemm_joined). The generic reference (generic/row_groups.cc) gives the same bits.
+// whole can pass 2^15) as an int16 pair against its scale in both halves. Prompts join each
+// group's codes (and scales) once into a buffer their tiles read (gemm_joined). The generic reference (generic/row_groups.cc) gives the same bits.
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/kernels/avx512/avx512_kernels.h"
 #include "backend/cpu/kernels/avx512/row_group_tiles.h"
@@ -256,26 +256,34 @@ struct AddColumnIQ4_XS {
   }
 };
 
-// Q5_K for prompts: a group's codes with their fifth bits joined once (0..31), with the scales
-// and min pairs, into a buffer every tile reads; the same sums as group_q5_k.
-struct Q5_KColumn {
+// Q4_K and Q5_K for prompts: a group's codes (Q5_K's with their fifth bits joined, 0..31) once,
+// with the scales and min pairs, into a buffer every tile reads. Each sub-block's sum meets its
+// scale in int32 (vpmulld), one chain per sub-block and token: for Q4_K the same integers as
+// group_q4_k's pairs of halves, with half the chains and fewer operations after them.
+struct K32Column {
   __m512i u[8][8];       // [sub-block of 32][quad]
   __m512i scales[8];     // int32, one row per lane
   __m512i min_pairs[8];  // the min in both int16 halves
   __m512 d, dmin;
 };
 
-void join_q5_k(const GroupQ5_K& gc, Q5_KColumn& col) {
+// A Q4_K or Q5_K column joined: the nibbles (Q5_K's with their fifth bits at bit 4), the scales,
+// min pairs and factors.
+template <typename Group>
+void join_k32(const Group& gc, K32Column& col) {
   const __m512i nibble = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
   for (int m = 0; m < 4; ++m) {
 #pragma GCC unroll 8
     for (int w = 0; w < 8; ++w) {
       const __m512i v = _mm512_loadu_si512(gc.codes[8 * m + w]);
-      const __m512i h = _mm512_loadu_si512(gc.high[w]);
-      col.u[2 * m][w] = join_bit_4(_mm512_and_si512(v, nibble), h, 2 * m);
-      col.u[2 * m + 1][w] =
-          join_bit_4(_mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), h, 2 * m + 1);
+      __m512i u[2] = {_mm512_and_si512(v, nibble),
+                      _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)};
+      if constexpr (std::is_same_v<Group, GroupQ5_K>) {
+        const __m512i h = _mm512_loadu_si512(gc.high[w]);
+        for (int e = 0; e < 2; ++e) u[e] = join_bit_4(u[e], h, 2 * m + e);
+      }
+      for (int e = 0; e < 2; ++e) col.u[2 * m + e][w] = u[e];
     }
   }
   for (int j = 0; j < 8; ++j) {
@@ -288,8 +296,8 @@ void join_q5_k(const GroupQ5_K& gc, Q5_KColumn& col) {
 }
 
 template <int T>
-struct AddColumnQ5_K {
-  [[gnu::always_inline]] static inline void run(const Q5_KColumn& col, const uint8_t* x,
+struct AddColumnK32 {
+  [[gnu::always_inline]] static inline void run(const K32Column& col, const uint8_t* x,
                                                 size_t ldx, __m512 (&sum)[T], __m512 (&mins)[T]) {
     __m512i total[T] = {}, min_total[T] = {};
 #pragma GCC unroll 8
@@ -315,9 +323,10 @@ struct AddColumnQ5_K {
 }  // namespace
 
 void set_nibble_row_group_kernels(Kernels& k) {
-  k.q4_k.gemm_row_groups = gemm_groups<GroupQ4_K, 4, Q4_K>;
+  k.q4_k.gemm_row_groups =
+      gemm_joined_prompts<GroupQ4_K, K32Column, AddColumnK32, join_k32<GroupQ4_K>, Q4_K>;
   k.q5_k.gemm_row_groups =
-      gemm_joined_prompts<GroupQ5_K, Q5_KColumn, AddColumnQ5_K, join_q5_k, Q5_K>;
+      gemm_joined_prompts<GroupQ5_K, K32Column, AddColumnK32, join_k32<GroupQ5_K>, Q5_K>;
   k.iq4_xs.gemm_row_groups =
       gemm_joined_prompts<GroupIQ4_XS, IQ4_XSColumn, AddColumnIQ4_XS, join_iq4_xs, IQ4_XS>;
 }
