@@ -1,6 +1,7 @@
 // What the AVX512-VNNI products over row groups (kernels/row_groups.h) share: the activation
-// offsets, broadcasts, int16 pair packing, the one-token prefetch and the tile driver. Include
-// only from files compiled with the avx512/ flags.
+// offsets, broadcasts, int16 pair packing, the one-token prefetch, a column's float finish, the
+// tile driver and the prompts' driver over joined columns. Include only from files compiled with
+// the avx512/ flags.
 #pragma once
 
 #include <immintrin.h>
