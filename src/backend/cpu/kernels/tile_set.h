@@ -46,6 +46,19 @@ inline constexpr int64_t kStreamAhead = 8192;
 static inline bool is_forward_stream(const uint8_t* w, const uint8_t* ahead, int64_t row_bytes) {
   return ahead == w + row_bytes;
 }
+// Prefetches the Bytes bytes from p into L1, a line an iteration. Kept a loop: unrolled, the
+// prefetches go out in one burst and the step's own loads wait behind them (docs/benchmarks.md).
+// And kept at all: GCC deletes a loop that does nothing but prefetch once it is inlined into some
+// callers, which the empty asm, an input it must compute, prevents.
+template <size_t Bytes>
+[[gnu::always_inline]] static inline void prefetch_lines(const void* p) {
+  const char* at = static_cast<const char*>(p);
+#pragma GCC unroll 1
+  for (size_t line = 0; line < Bytes; line += 64) {
+    __builtin_prefetch(at + line, 0, 3);
+    asm volatile("" : : "r"(at + line));
+  }
+}
 
 // Covers an nr x nt output with K's register-blocked tiles of at most R x T, using smaller
 // instantiations at the edges. Rows are the outer loop so a weight tile stays in L1 while it

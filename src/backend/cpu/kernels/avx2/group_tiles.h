@@ -62,9 +62,7 @@ struct GroupTiles {
       if constexpr (T == 1) {
         for (int r = 0; r < R; ++r) {
           const uint8_t* fetch = stream ? wg[r] + tiles::kStreamAhead : next[r];
-          for (size_t line = 0; line < kGroupBytes; line += 64) {
-            _mm_prefetch(reinterpret_cast<const char*>(fetch + line), _MM_HINT_T0);
-          }
+          tiles::prefetch_lines<kGroupBytes>(fetch);
           next[r] += kGroupBytes;
         }
       }

@@ -204,10 +204,8 @@ struct Group32Tiles {
     __m256 sum[H][1] = {}, mins[H][1] = {};
     int64_t c = 0;
     for (; c + kActGroupBlocks <= nb; c += kActGroupBlocks) {
-      const auto* p = reinterpret_cast<const char*>(g + c) + tiles::kStreamAhead;
-      for (size_t line = 0; line < kActGroupBlocks * sizeof(Group); line += 64) {
-        _mm_prefetch(p + line, _MM_HINT_T0);
-      }
+      tiles::prefetch_lines<kActGroupBlocks * sizeof(Group)>(reinterpret_cast<const char*>(g + c) +
+                                                             tiles::kStreamAhead);
       const uint8_t* xb[1] = {x + c / kActGroupBlocks * kActGroupBytes};
 #pragma GCC unroll 8
       for (int k = 0; k < kActGroupBlocks; ++k) {

@@ -38,8 +38,7 @@ void add_pair_sums(__m256i f, const uint8_t* const (&xs)[T], int64_t pair_offset
 // tiles::kStreamAhead on.
 template <typename Group>
 void prefetch_column(const Group& gc) {
-  const auto* p = reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead;
-  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+  tiles::prefetch_lines<sizeof(Group)>(reinterpret_cast<const char*>(&gc) + tiles::kStreamAhead);
 }
 
 // A column's float term for tokens xs[0..T) (their activation super-blocks): sum[h][t] +=

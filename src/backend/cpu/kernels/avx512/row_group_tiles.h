@@ -49,8 +49,7 @@ inline __m512i pack_pair(__m512i even, __m512i odd) {
 // one-token tiles do.
 template <typename Group>
 inline void prefetch_ahead(const Group* gc) {
-  const auto* p = reinterpret_cast<const char*>(gc) + tiles::kStreamAhead;
-  for (size_t line = 0; line < sizeof(Group); line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+  tiles::prefetch_lines<sizeof(Group)>(reinterpret_cast<const char*>(gc) + tiles::kStreamAhead);
 }
 
 // A column's float term for groups without mins (Q3_K, Q6_K, IQ4_XS): sum[t] += (d dx_t) (a[t] -

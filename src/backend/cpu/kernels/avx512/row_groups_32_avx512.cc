@@ -89,10 +89,8 @@ void group_32(int64_t nb, const Group* g, const uint8_t* x, size_t ldx, float* y
   int64_t c = 0;
   if constexpr (T == 1) {
     for (; c + kActGroupBlocks <= nb; c += kActGroupBlocks) {
-      const auto* p = reinterpret_cast<const char*>(g + c) + tiles::kStreamAhead;
-      for (size_t line = 0; line < kActGroupBlocks * sizeof(Group); line += 64) {
-        _mm_prefetch(p + line, _MM_HINT_T0);
-      }
+      tiles::prefetch_lines<kActGroupBlocks * sizeof(Group)>(reinterpret_cast<const char*>(g + c) +
+                                                             tiles::kStreamAhead);
       const uint8_t* xb = x + c / kActGroupBlocks * kActGroupBytes;
 #pragma GCC unroll 8
       for (int k = 0; k < kActGroupBlocks; ++k) block_32<T>(g[c + k], k, xb, ldx, sum, mins);
