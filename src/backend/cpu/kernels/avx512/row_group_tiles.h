@@ -52,6 +52,17 @@ inline void prefetch_ahead(const Group* gc) {
   tiles::prefetch_lines<sizeof(Group)>(reinterpret_cast<const char*>(gc) + tiles::kStreamAhead);
 }
 
+// acc[t] += f . (the activations' int16 sums of 16 of sub-blocks 2p and 2p + 1) for tokens t at
+// x + t ldx (their activation super-blocks), one vpdpwssd a token: the offsets' or mins' term of
+// a sub-block pair, f its two scales (or mins) as int16 pairs.
+template <int T>
+[[gnu::always_inline]] inline void add_pair_sums(__m512i (&acc)[T], __m512i f, const uint8_t* x,
+                                                 size_t ldx, int p) {
+  for (int t = 0; t < T; ++t) {
+    acc[t] = _mm512_dpwssd_epi32(acc[t], f, broadcast32(x + t * ldx + kAct.pair[p]));
+  }
+}
+
 // A column's float term for groups without mins (Q3_K, Q6_K, IQ4_XS): sum[t] += (d dx_t) (a[t] -
 // 2^OffsetShift b[t]) for tokens t at x + t ldx (their activation super-blocks), the codes' offset
 // taken off exactly in int32 first.

@@ -183,9 +183,8 @@ struct AddColumnQ3_K {
       for (int t = 0; t < T; ++t) {
         total[t] =
             _mm512_dpwssd_epi32(total[t], pack_pair(acc[0][t], acc[1][t]), col.scale_pairs[p]);
-        offset[t] = _mm512_dpwssd_epi32(offset[t], col.scale_pairs[p],
-                                        broadcast32(x + t * ldx + kAct.pair[p]));
       }
+      add_pair_sums<T>(offset, col.scale_pairs[p], x, ldx, p);
     }
     finish_column<T, 2>(col.d, x, ldx, total, offset, sum);
   }

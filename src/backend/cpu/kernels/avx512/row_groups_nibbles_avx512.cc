@@ -248,9 +248,8 @@ struct AddColumnIQ4_XS {
       for (int t = 0; t < T; ++t) {
         total[t] = _mm512_add_epi32(
             total[t], _mm512_mullo_epi32(_mm512_add_epi32(low[t], high[t]), col.scales[j]));
-        offset[t] =
-            _mm512_dpwssd_epi32(offset[t], col.pairs[j], broadcast32(x + t * ldx + kAct.pair[j]));
       }
+      add_pair_sums<T>(offset, col.pairs[j], x, ldx, j);
     }
     finish_column<T, 7>(col.d, x, ldx, total, offset, sum);
   }
@@ -312,9 +311,8 @@ struct AddColumnK32 {
       }
       for (int t = 0; t < T; ++t) {
         total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(acc[t], col.scales[j]));
-        min_total[t] = _mm512_dpwssd_epi32(min_total[t], col.min_pairs[j],
-                                           broadcast32(x + t * ldx + kAct.pair[j]));
       }
+      add_pair_sums<T>(min_total, col.min_pairs[j], x, ldx, j);
     }
     finish_column_mins<T>(col.d, col.dmin, x, ldx, total, min_total, sum, mins);
   }

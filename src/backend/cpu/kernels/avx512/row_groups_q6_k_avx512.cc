@@ -74,10 +74,10 @@ void group_q6_k_split(int64_t nb, const GroupQ6_K* g, const uint8_t* x, size_t l
       });
 }
 
-// Several tokens over Q6_K groups: per group and super-block column, the codes are joined once
-// (u = low | top << 4, 0..63) into a column every tile of tokens then reads from L1, one
-// vpdpbusd per quad and token. A sub-block's sum can pass 2^15, so it meets its scale in int32
-// (vpmulld).
+// Several tokens over Q6_K groups: a super-block column's codes joined once (u = low | top << 4,
+// 0..63) with its scales, for every tile of tokens to read, one vpdpbusd per quad and token (a
+// decode step's few tokens join one column at a time, a prompt a whole group: gemm_q6_k). A
+// sub-block's sum can pass 2^15, so it meets its scale in int32 (vpmulld).
 struct Q6_KColumn {
   __m512i u[8][8];     // [32-block][quad]
   __m512i scales[16];  // int32, one row per lane
@@ -137,9 +137,8 @@ template <int T>
       for (int h = 0; h < 2; ++h) {
         total[t] = _mm512_add_epi32(total[t], _mm512_mullo_epi32(acc[h][t], col.scales[2 * b + h]));
       }
-      offset[t] =
-          _mm512_dpwssd_epi32(offset[t], col.pairs[b], broadcast32(x + t * ldx + kAct.pair[b]));
     }
+    add_pair_sums<T>(offset, col.pairs[b], x, ldx, b);
   }
   finish_column<T, 5>(col.d, x, ldx, total, offset, sum);
 }
