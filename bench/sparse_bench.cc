@@ -83,13 +83,14 @@ void bm_sparse_axpy(benchmark::State& state, DType t) {
              });
 }
 
-// A decode step through a float input-major copy [kEmbd inputs, kFf outputs] (model-wide
-// thresholds, as ffn_up's copy): lane_matvec over a random `density`% of the inputs, whose sums
-// are the dense matvec's bits, its rows lane-grouped (as the models' copies are) or in input
-// order. Bytes/s counts the active rows, as above.
+// A decode step through a float input-major copy [kEmbd inputs, cols outputs] (model-wide
+// thresholds: cols 5632 as ffn_up's copy, 2048 as attn_output's): lane_matvec over a random
+// `density`% of the inputs, whose sums are the dense matvec's bits, its rows lane-grouped (as the
+// models' copies are) or in input order. Bytes/s counts the active rows, as above.
 void bm_lane_matvec(benchmark::State& state, DType t) {
   cpu::CpuContext ctx(static_cast<int>(state.range(1)));
-  const WeightSet& w = cached_weights(t, kEmbd, kFf, kColdBytes);
+  const int64_t cols = state.range(3);
+  const WeightSet& w = cached_weights(t, kEmbd, cols, kColdBytes);
   std::vector<std::vector<int32_t>> sets;
   for (uint32_t k = 0; k < kSets; ++k) {
     std::mt19937 rng(k);
@@ -100,18 +101,18 @@ void bm_lane_matvec(benchmark::State& state, DType t) {
     sets.push_back(std::move(rows));
   }
   const auto a = random_activations(kEmbd, 2);
-  std::vector<float> y(static_cast<size_t>(kFf));
+  std::vector<float> y(static_cast<size_t>(cols));
   int64_t rows_read = 0;
   size_t i = 0;
   for (auto _ : state) {
     const std::vector<int32_t>& idx = sets[i % kSets];
-    lane_matvec(ctx, t, t, w.get(i), kEmbd, kFf, idx.data(), static_cast<int64_t>(idx.size()),
+    lane_matvec(ctx, t, t, w.get(i), kEmbd, cols, idx.data(), static_cast<int64_t>(idx.size()),
                 a.data(), y.data(), state.range(2) != 0);
     rows_read += static_cast<int64_t>(idx.size());
     ++i;
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(rows_read * row_bytes(t, kFf));
+  state.SetBytesProcessed(rows_read * row_bytes(t, cols));
   state.SetLabel(std::string(cpu::isa_name(ctx.isa())));
 }
 
@@ -187,8 +188,8 @@ BENCHMARK_CAPTURE(bm_gather_matmul, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_lane_matvec, f16, DType::F16)
-    ->ArgNames({"density%", "threads", "grouped"})
-    ->ArgsProduct({{100, 50, 20}, {1, 2}, {0, 1}})
+    ->ArgNames({"density%", "threads", "grouped", "cols"})
+    ->ArgsProduct({{100, 70, 50, 20}, {1, 2}, {0, 1}, {2048, 5632}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)

@@ -5,7 +5,9 @@
 // order, or the scalar table's multiply-then-add, as that table's dot does) adds each listed
 // input's row of W_t into it, and a final pass folds the L rows as the dot product folds its
 // lanes. Threads take whole lanes (disjoint rows of W_t: no shared writes, no order to keep),
-// runs of lanes with about equal numbers of inputs, each run in one axpy_parts walk.
+// each thread's lanes in one axpy_parts walk: with a power-of-two count of threads, the lanes
+// congruent to the thread's index, which it folds itself as far as the fold keeps to them; else
+// runs of lanes with about equal numbers of inputs.
 // lane_matmul: the same sums for every input of a batch, as a matrix product: per chunk of
 // output columns and tile of tokens, each lane's rows of W_t against every token (axpy_dense),
 // then the fold. Threads take runs of chunks.
@@ -66,8 +68,19 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   check_lanes("lane_matvec", lanes, wtype, wtype_t, k.dot_lanes > 0 && k.axpy_parts, lane_grouped);
   if (cols == 0) return;
   const auto ldw = static_cast<size_t>(row_bytes(wtype_t, cols));
-  // Scratch: the lanes' partial sums [lanes, cols], then the list sorted by lane (stable, so
-  // each lane's inputs stay ascending) and each lane's start [lanes + 1].
+  // With a power-of-two count of threads, at most `lanes`, thread t takes the lanes l = t (mod
+  // threads): the fold's first levels (lane l += lane l + width, for width >= threads) then pair
+  // lanes of one thread, which each thread folds in its own cache, and only its last levels join
+  // one row per thread. Otherwise threads take runs of lanes and the last one folds them all.
+  const int pool = ctx.pool().size();
+  const int groups = pool > 1 && pool <= lanes && (pool & (pool - 1)) == 0 ? pool : 1;
+  const int per_group = lanes / groups;
+  // Lane l's position in the threads' order: group l % groups, then l / groups.
+  const auto position = [&](int32_t lane) {
+    return (lane % groups) * per_group + lane / groups;
+  };
+  // Scratch: the lanes' partial sums [lanes, cols] by position, then the list sorted by position
+  // (stable, so each lane's inputs stay ascending) and each position's start [lanes + 1].
   const size_t acc_bytes = round_up64(static_cast<size_t>(lanes * cols) * sizeof(float));
   const size_t list_bytes = round_up64(static_cast<size_t>(n_idx) * sizeof(int32_t));
   const size_t coef_bytes = round_up64(static_cast<size_t>(n_idx) * sizeof(float));
@@ -81,42 +94,45 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   std::fill(start, start + lanes + 1, 0);
   for (int64_t j = 0; j < n_idx; ++j) {
     if (j > 0 && idx[j] <= idx[j - 1]) fail("lane_matvec: inputs not in ascending order");
-    ++start[(idx[j] & lane_mask) + 1];
+    ++start[position(idx[j] & lane_mask) + 1];
   }
-  for (int l = 0; l < lanes; ++l) start[l + 1] += start[l];
+  for (int q = 0; q < lanes; ++q) start[q + 1] += start[q];
   int64_t next[kMaxLanes];
   std::copy(start, start + lanes, next);
   for (int64_t j = 0; j < n_idx; ++j) {
-    const int64_t at = next[idx[j] & lane_mask]++;
+    const int64_t at = next[position(idx[j] & lane_mask)]++;
     by_lane[at] = lane_grouped ? static_cast<int32_t>(lane_grouped_row(idx[j], rows)) : idx[j];
     coef[at] = a[j];
   }
   const auto* wb = static_cast<const uint8_t*>(w_t);
-  // Threads take runs of lanes holding about equal shares of the inputs: lane l's run of by_lane
-  // starts at start[l], so thread i's first lane is the lane boundary nearest i / nth of them.
-  const auto first_lane = [&](int i, int nth) {
+  // Runs of lanes holding about equal shares of the inputs: position q's run of by_lane starts at
+  // start[q], so thread i's first position is the boundary nearest i / nth of them.
+  const auto first_position = [&](int i, int nth) {
+    if (groups > 1) return i * per_group;
     const int64_t goal = n_idx * i / nth;
     const int64_t* at = std::lower_bound(start, start + lanes, goal);
     if (at > start && goal - at[-1] < *at - goal) --at;
     return i == nth ? lanes : static_cast<int>(at - start);
   };
-  // The last thread folds the lanes once every thread has added its own (a second pass of the
-  // pool costs more than the fold).
+  // The last thread folds what is left once every thread has added (and folded) its own (a
+  // second pass of the pool costs more than the fold).
   cpu::Turns turns;
   ctx.pool().run([&](int ith, int nth) {
-    const int l0 = first_lane(ith, nth), l1 = first_lane(ith + 1, nth);
-    if (l0 < l1) {
-      std::memset(acc + l0 * cols, 0, static_cast<size_t>((l1 - l0) * cols) * sizeof(float));
+    const int q0 = first_position(ith, nth), q1 = first_position(ith + 1, nth);
+    float* const mine = acc + q0 * cols;
+    if (q0 < q1) {
+      std::memset(mine, 0, static_cast<size_t>((q1 - q0) * cols) * sizeof(float));
       // The thread's lanes in one walk, which reads ahead across their boundaries.
       int64_t ends[kMaxLanes];
-      for (int l = l0; l < l1; ++l) ends[l - l0] = start[l + 1] - start[l0];
-      k.axpy_parts(cols, wb, ldw, by_lane + start[l0], coef + start[l0], ends, l1 - l0,
-                   acc + l0 * cols, static_cast<size_t>(cols));
+      for (int q = q0; q < q1; ++q) ends[q - q0] = start[q + 1] - start[q0];
+      k.axpy_parts(cols, wb, ldw, by_lane + start[q0], coef + start[q0], ends, q1 - q0, mine,
+                   static_cast<size_t>(cols));
+      if (groups > 1) fold_lanes(mine, per_group, cols, cols);
     }
     turns.wait(ith);
     turns.done(ith);
     if (ith != nth - 1) return;
-    fold_lanes(acc, lanes, cols, cols);
+    fold_lanes(acc, groups > 1 ? groups : lanes, groups > 1 ? per_group * cols : cols, cols);
     std::copy(acc, acc + cols, y);
   });
 }

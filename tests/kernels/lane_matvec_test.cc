@@ -48,7 +48,7 @@ TEST(LaneMatvec, IsTheDenseProductBitForBit) {
               if (static_cast<int>(rng() % 100) < density) x[i] = dense[i];
             }
             for (cpu::Isa isa : test::isas()) {
-              for (int nth = 1; nth <= 3; ++nth) {
+              for (int nth = 1; nth <= 4; ++nth) {
                 cpu::CpuContext ctx(nth, isa);
                 std::vector<float> want(static_cast<size_t>(2 * out));
                 matmul(ctx, t, w.data(), out, in, x.data(), 2, want.data());
