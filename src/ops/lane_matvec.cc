@@ -75,10 +75,10 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   const int pool = ctx.pool().size();
   const int groups = pool > 1 && pool <= lanes && (pool & (pool - 1)) == 0 ? pool : 1;
   const int per_group = lanes / groups;
-  // Lane l's position in the threads' order: group l % groups, then l / groups.
-  const auto position = [&](int32_t lane) {
-    return (lane % groups) * per_group + lane / groups;
-  };
+  // Lane l's position in the threads' order: group l % groups, then l / groups (a table: the
+  // list's every input looks its lane's position up twice).
+  int32_t position[kMaxLanes];
+  for (int l = 0; l < lanes; ++l) position[l] = (l % groups) * per_group + l / groups;
   // Scratch: the lanes' partial sums [lanes, cols] by position, then the list sorted by position
   // (stable, so each lane's inputs stay ascending) and each position's start [lanes + 1].
   const size_t acc_bytes = round_up64(static_cast<size_t>(lanes * cols) * sizeof(float));
@@ -94,13 +94,13 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   std::fill(start, start + lanes + 1, 0);
   for (int64_t j = 0; j < n_idx; ++j) {
     if (j > 0 && idx[j] <= idx[j - 1]) fail("lane_matvec: inputs not in ascending order");
-    ++start[position(idx[j] & lane_mask) + 1];
+    ++start[position[idx[j] & lane_mask] + 1];
   }
   for (int q = 0; q < lanes; ++q) start[q + 1] += start[q];
   int64_t next[kMaxLanes];
   std::copy(start, start + lanes, next);
   for (int64_t j = 0; j < n_idx; ++j) {
-    const int64_t at = next[position(idx[j] & lane_mask)]++;
+    const int64_t at = next[position[idx[j] & lane_mask]]++;
     by_lane[at] = lane_grouped ? static_cast<int32_t>(lane_grouped_row(idx[j], rows)) : idx[j];
     coef[at] = a[j];
   }
