@@ -75,6 +75,10 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   const int pool = ctx.pool().size();
   const int groups = pool > 1 && pool <= lanes && (pool & (pool - 1)) == 0 ? pool : 1;
   const int per_group = lanes / groups;
+  const bool own_folds = groups > 1;
+  // What the last thread folds: one row per group (group g's first position), or every lane.
+  const int last_rows = own_folds ? groups : lanes;
+  const int64_t last_stride = own_folds ? per_group * cols : cols;
   // Lane l's position in the threads' order: group l % groups, then l / groups (a table: the
   // list's every input looks its lane's position up twice).
   int32_t position[kMaxLanes];
@@ -108,7 +112,7 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
   // Runs of lanes holding about equal shares of the inputs: position q's run of by_lane starts at
   // start[q], so thread i's first position is the boundary nearest i / nth of them.
   const auto first_position = [&](int i, int nth) {
-    if (groups > 1) return i * per_group;
+    if (own_folds) return i * per_group;
     const int64_t goal = n_idx * i / nth;
     const int64_t* at = std::lower_bound(start, start + lanes, goal);
     if (at > start && goal - at[-1] < *at - goal) --at;
@@ -127,12 +131,12 @@ void lane_matvec(cpu::CpuContext& ctx, DType wtype, DType wtype_t, const void* w
       for (int q = q0; q < q1; ++q) ends[q - q0] = start[q + 1] - start[q0];
       k.axpy_parts(cols, wb, ldw, by_lane + start[q0], coef + start[q0], ends, q1 - q0, mine,
                    static_cast<size_t>(cols));
-      if (groups > 1) fold_lanes(mine, per_group, cols, cols);
+      if (own_folds) fold_lanes(mine, per_group, cols, cols);
     }
     turns.wait(ith);
     turns.done(ith);
     if (ith != nth - 1) return;
-    fold_lanes(acc, groups > 1 ? groups : lanes, groups > 1 ? per_group * cols : cols, cols);
+    fold_lanes(acc, last_rows, last_stride, cols);
     std::copy(acc, acc + cols, y);
   });
 }

@@ -247,20 +247,20 @@ void sparse_axpy_each(cpu::CpuContext& ctx, DType wtype, const void* w_t, int64_
   });
 }
 
+int64_t compact_row(const float* x, int64_t n, const int32_t* map, int32_t* idx, float* a) {
+  int64_t k = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    idx[k] = map ? map[j] : static_cast<int32_t>(j);
+    a[k] = x[j];
+    k += x[j] != 0.0f ? 1 : 0;
+  }
+  return k;
+}
+
 int64_t compact_rows(const float* x, int64_t n, int64_t cols, int32_t* idx, float* a,
                      int64_t* counts) {
   for (int64_t t = 0; t < n; ++t) {
-    const float* row = x + t * cols;
-    int64_t k = 0;
-    // Without a branch: every element is written at the next place and kept by moving past it.
-    // A step's inputs are non-zero about as often as not, where a branch mispredicts on every
-    // other element. The writes stay in the row's cols places (k <= j).
-    for (int64_t j = 0; j < cols; ++j) {
-      idx[t * cols + k] = static_cast<int32_t>(j);
-      a[t * cols + k] = row[j];
-      k += row[j] != 0.0f ? 1 : 0;
-    }
-    counts[t] = k;
+    counts[t] = compact_row(x + t * cols, cols, nullptr, idx + t * cols, a + t * cols);
   }
   if (n == 1) return counts[0];
   int64_t any = 0;

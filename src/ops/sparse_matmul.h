@@ -76,6 +76,13 @@ inline int64_t lane_grouped_row(int64_t i, int64_t rows) {
   return g * per + (g < extra ? g : extra) + i / kLaneGroups;
 }
 
+// x[0..n)'s non-zero elements as a list: their positions, ascending (or map[j] for position j
+// where map is given), into idx and their values into a; returns how many. idx and a need room
+// for n entries (every element is written at the next place, without a branch, and kept by
+// moving past it: at the densities of sparse steps a branch on zero mispredicts on a large share
+// of elements).
+int64_t compact_row(const float* x, int64_t n, const int32_t* map, int32_t* idx, float* a);
+
 // Each row of x[n, cols] as the list of its non-zero elements: their columns, ascending, into
 // idx[t * cols, + counts[t]) and their values into a[t * cols, ...]. Returns how many columns are
 // non-zero in some row. With sparse_axpy_each over an input-major copy of W, this makes each

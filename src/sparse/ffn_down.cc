@@ -118,14 +118,7 @@ void down_each_token(cpu::CpuContext& ctx, const FfnShape& shape, const FfnGroup
     // group the token came in (the kernel's chunks and 8-bit groups follow that list).
     int32_t* const idx = s.down_idx.data() + nl * n_ff;
     float* const coef = s.down_coef.data() + nl * n_ff;
-    // Without a branch (as compact_rows): each coefficient is written at the next place and
-    // kept by moving past it (k <= j < lda <= n_ff).
-    int64_t k = 0;
-    for (int64_t j = 0; j < lda; ++j) {
-      idx[k] = neuron ? neuron[j] : static_cast<int32_t>(j);
-      coef[k] = row[j];
-      k += row[j] != 0.0f ? 1 : 0;
-    }
+    const int64_t k = compact_row(row, lda, neuron, idx, coef);  // lda <= n_ff places
     s.down_counts[static_cast<size_t>(nl)] = k;
     s.list_tokens[static_cast<size_t>(nl++)] = static_cast<int32_t>(t);
     stats.weight_bytes += rows_bytes(&dt, k);
