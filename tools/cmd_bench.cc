@@ -152,6 +152,10 @@ int cmd_bench(int argc, char** argv) {
         run_tg(*r.session);
       }
     }
+    // The bandwidth is measured once per repetition, right after its runs, so that each run's
+    // share of the roofline sets figures from the same minutes against each other on a machine
+    // whose speed drifts.
+    std::vector<double> bandwidths;
     for (int rep = 0; rep < reps; ++rep) {
       if (n_prompt) {
         for (auto& r : runs) {
@@ -167,13 +171,12 @@ int cmd_bench(int argc, char** argv) {
           accumulate(r.tg_stats, r.session->sparse_stats());
         }
       }
+      if (!skip_bandwidth) {
+        cpu::ThreadPool pool(o.n_threads);
+        bandwidths.push_back(cpu::measure_bandwidth_gbs(pool));
+      }
     }
-
-    double bandwidth = 0;
-    if (!skip_bandwidth) {
-      cpu::ThreadPool pool(o.n_threads);
-      bandwidth = cpu::measure_bandwidth_gbs(pool);
-    }
+    const double bandwidth = stats(bandwidths).mean;
     const int kv_bytes = o.kv_type == KvType::F16 ? 2 : 4;
     // Decode reads the KV cache so far: on average n_depth + n_gen / 2 positions.
     const double kv_per_token =
@@ -211,7 +214,14 @@ int cmd_bench(int argc, char** argv) {
                             kv_per_token;
       row.bandwidth_gbs = bandwidth;
       row.roofline = bandwidth > 0 ? bandwidth * 1e9 / row.bytes_per_token : 0;
-      row.roofline_fraction = row.roofline > 0 ? tgs.mean / row.roofline : 0;
+      // The mean of each repetition's speed against its own bandwidth.
+      row.roofline_fraction = 0;
+      if (!bandwidths.empty() && !r.tg.empty()) {
+        for (size_t i = 0; i < r.tg.size(); ++i) {
+          row.roofline_fraction += r.tg[i] * row.bytes_per_token / (bandwidths[i] * 1e9);
+        }
+        row.roofline_fraction /= static_cast<double>(r.tg.size());
+      }
       row.device = model->device_name();
       row.device_bytes = model->device_allocated();
       row.device_busy = r.session->device_busy_fraction();

@@ -90,6 +90,27 @@ TEST_F(BenchCli, JsonHasTheFieldsForEveryModeInTheOrderGiven) {
   }
 }
 
+// With the bandwidth probe (run once per repetition), the roofline is the mean bandwidth over
+// the bytes a token reads, and the share of it reached is set; without it both are left out.
+TEST_F(BenchCli, RooflineComesFromTheBandwidthOfEachRepetition) {
+  const auto r = run_hearth(
+      {"bench", "-m", *model_, "-p", "0", "-n", "4", "-r", "2", "-t", "1", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto row = nlohmann::json::parse(r.out).at(0);
+  const double bandwidth = row["bandwidth_gbs"].get<double>();
+  const double bytes = row["bytes_per_token"].get<double>();
+  EXPECT_GT(bandwidth, 0.0);
+  EXPECT_NEAR(row["roofline_tokens_per_s"].get<double>(), bandwidth * 1e9 / bytes,
+              1e-6 * bandwidth * 1e9 / bytes);
+  EXPECT_GT(row["roofline_fraction"].get<double>(), 0.0);
+
+  const auto none = run_hearth(quick({"-o", "json"}));
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  const auto plain = nlohmann::json::parse(none.out).at(0);
+  EXPECT_EQ(plain["bandwidth_gbs"].get<double>(), 0.0);
+  EXPECT_EQ(plain["roofline_fraction"].get<double>(), 0.0);
+}
+
 TEST_F(BenchCli, DefaultIsOneAutoRun) {
   const auto r = run_hearth(quick({"-o", "json"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
