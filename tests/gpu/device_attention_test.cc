@@ -1,9 +1,10 @@
 // CudaDevice's attention() against the host's attention block (forward_llama.cc's ops, scalar
 // kernels, quantized weights decoded exactly) on a small model: every weight type, F16 and F32
 // caches, both RoPE layouts, two sequences, a prompt chunk (cuBLAS path) followed by decode steps
-// at later positions.
+// at later positions; and a sparse session's prompt against the same tokens one step each.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,38 @@ TEST(GpuDevice, AttentionMatchesHostForward) {
                                   std::to_string(st.pos0) + " n " + std::to_string(st.n));
         }
       }
+    }
+  }
+}
+
+// In a sparse session a prompt's attention block gives every token the bits a decode step gives
+// it (the matvec kernel at every batch size, no cuBLAS): a 35-token prompt in one call against
+// the same tokens one call each, every weight type, both cache types.
+TEST(GpuDevice, SparseSessionAttentionIsBatchInvariant) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  const int64_t n_ctx = 64, n = 35;
+  for (const DType t : kAllTypes) {
+    for (const KvType kv : {KvType::F16, KvType::F32}) {
+      TestModelOptions o;
+      o.type = t;
+      const TestModel m(o);
+      backend::DeviceSessionOptions so;
+      so.n_ctx = static_cast<int32_t>(n_ctx);
+      so.n_batch = 40;
+      so.kv_type = kv;
+      so.mode = SparseMode::Oracle;
+      GpuSession whole = open_gpu_session(m.device_model(true, {}, false), so);
+      GpuSession steps = open_gpu_session(m.device_model(true, {}, false), so);
+      const auto x = random_floats(n * o.n_embd, 95, 1.0f);
+      std::vector<float> got = x, want = x;
+      for (int64_t il = 0; il < o.n_layer; ++il) {
+        whole.session->attention(il, 0, got.data(), n, 0);
+        for (int64_t i = 0; i < n; ++i) {
+          steps.session->attention(il, 0, want.data() + i * o.n_embd, 1, i);
+        }
+      }
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << dtype_name(t) << (kv == KvType::F16 ? " f16" : " f32") << " cache";
     }
   }
 }

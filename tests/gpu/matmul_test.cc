@@ -4,6 +4,7 @@
 // kernel's tiles and the cuBLAS path of prompt-sized batches.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,43 @@ TEST(GpuMatmul, AxpyMatchesReference) {
           }
         }
       }
+    }
+  }
+}
+
+// A token's axpy is the same bits alone and beside other tokens whose rows the list also holds
+// (their rows are zero coefficients for it): the chunks are ranges of rows, not of positions in
+// the list, so its terms are grouped the same way in every batch (batch invariance).
+TEST(GpuMatmul, AxpyGivesATokenTheSameBitsInAnyBatch) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  const int64_t rows = 601;  // three chunks of gpu::kAxpyChunk rows
+  for (const DType t : kAllTypes) {
+    for (const int64_t cols : gpu_cols(t)) {
+      const auto w_t = random_weights(t, rows, cols, 61);
+      // The token's own rows, and the union with two other tokens' rows (ascending).
+      std::vector<int32_t> own, all;
+      for (int32_t r = 0; r < rows; ++r) {
+        if (r % 5 == 2) own.push_back(r);
+        if (r % 5 == 2 || r % 3 == 0 || r % 7 == 1) all.push_back(r);
+      }
+      const auto k_own = static_cast<int64_t>(own.size()), k_all = static_cast<int64_t>(all.size());
+      const auto coefs = random_floats(rows, 62, 1.0f);  // the token's coefficient of each row
+      std::vector<float> a_own(k_own);
+      for (int64_t j = 0; j < k_own; ++j) a_own[j] = coefs[own[j]];
+      std::vector<float> alone(cols);
+      api::axpy(t, w_t.data(), rows, cols, own.data(), k_own, a_own.data(), 1, nullptr,
+                alone.data());
+      // In a batch of 3, as its middle token; the others have coefficients on every listed row.
+      const int64_t n = 3;
+      auto a_all = random_floats(n * k_all, 63, 1.0f);
+      for (int64_t j = 0; j < k_all; ++j) {
+        a_all[k_all + j] = all[j] % 5 == 2 ? coefs[all[j]] : 0.0f;
+      }
+      std::vector<float> batch(n * cols);
+      api::axpy(t, w_t.data(), rows, cols, all.data(), k_all, a_all.data(), n, nullptr,
+                batch.data());
+      EXPECT_EQ(std::memcmp(batch.data() + cols, alone.data(), cols * sizeof(float)), 0)
+          << dtype_name(t) << " cols " << cols;
     }
   }
 }

@@ -120,7 +120,6 @@ void enqueue_hot_ffn(const DeviceLayerWeights& l, const HotFfnRule& r, const Hot
   launch_axpy({.w_t = l.down_t.view(),
                .idx = list,
                .count_dev = k_union,
-               .max_count = k,
                .a = b.u,
                .lda = ld,
                .n = n,

@@ -165,12 +165,11 @@ void axpy(DType t, const void* w_t, int64_t rows, int64_t cols, const int32_t* i
   launch_axpy({.w_t = view(t, s.upload_weights(t, w_t, rows, cols), rows, cols),
                .idx = s.upload(idx, k),
                .count_dev = s.upload(&count, 1),
-               .max_count = k,
                .a = s.upload(a, n * k),
                .lda = k,
                .n = n,
                .bias = s.upload(bias, cols),
-               .partial = s.alloc<float>(axpy_partial_floats(k, n, cols)),
+               .partial = s.alloc<float>(axpy_partial_floats(rows, n, cols)),
                .y = dy},
               kStream);
   s.download(y, dy, n * cols);

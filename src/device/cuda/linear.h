@@ -1,6 +1,8 @@
 // y[n, rows] = x[n, cols] · W^T for device weights of any stored type: the attention block's
-// projections. Up to kGemmMinTokens - 1 tokens (kernel_types.h) use the matvec kernel (one weight
-// pass per tile of kTokenTile tokens); longer batches (prompts) use cuBLAS:
+// projections. Up to kGemmMinTokens - 1 tokens (kernel_types.h), and every batch of a context
+// without a cuBLAS handle (sparse sessions: batch invariance), use the matvec kernel (one weight
+// pass per tile of kTokenTile tokens, each token's sums the same bits in any tile); longer
+// batches of dense sessions (prompts) use cuBLAS:
 //   F32   cublasGemmEx on the weights as they are, F32 activations;
 //   F16   cublasGemmEx on the weights as they are, activations rounded to F16;
 //   BF16  the same with activations rounded to BF16;

@@ -50,7 +50,11 @@ SessionSizes session_sizes(const ModelConfig& c, const backend::DeviceSessionOpt
     s.q = s.att = nb * q_dim * kFloat;
     s.k = s.v = nb * c.n_embd_kv() * kFloat;
     if (c.rope_type != RopeType::None) s.rope = static_cast<uint64_t>(o.n_ctx) * c.n_rot * kFloat;
-    if (o.n_batch >= kGemmMinTokens) {
+    // cuBLAS only for dense sessions: its products round activations to 16 bits and sum in an
+    // order of its own choosing, so a token's results would depend on the batch it came in,
+    // which the sparse modes promise not to (batch invariance); their prompts take the matvec
+    // kernel at every size.
+    if (o.n_batch >= kGemmMinTokens && o.mode == SparseMode::Dense) {
       s.gemm_act = gemm_act_bytes(o.n_batch, std::max(c.n_embd, q_dim));
       s.gemm_weights = e.gemm_weights;
       s.cublas_workspace = kCublasWorkspace;

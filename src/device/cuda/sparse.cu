@@ -44,15 +44,33 @@ __global__ void __launch_bounds__(kCompactThreads) compact_kernel(CompactArgs a)
   }
 }
 
-// Block (x, chunk, token tile): columns x·128 .., active rows chunk·kAxpyChunk .., tokens
-// tile·kTokenTile ..; writes its partial sums, summed by axpy_reduce_kernel.
+// The first position of the ascending list idx[0 .. count) whose row is at least `row`.
+__device__ int64_t lower_bound(const int32_t* idx, int64_t count, int64_t row) {
+  int64_t lo = 0, hi = count;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (idx[mid] < row) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Block (x, chunk, token tile): columns x·128 .., the listed rows in [chunk·kAxpyChunk,
+// (chunk + 1)·kAxpyChunk) of W_t, tokens tile·kTokenTile ..; writes its partial sums (zero where
+// it has no rows), summed by axpy_reduce_kernel. The chunks are ranges of rows, not of positions
+// in the list, so a token's terms fall into the same chunks whichever other tokens' rows the list
+// holds: its sum is the same bits alone or in any batch.
 template <DType T>
 __global__ void axpy_partial_kernel(AxpyArgs a) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kAxpyThreads + threadIdx.x;
-  const int64_t j0 = static_cast<int64_t>(blockIdx.y) * kAxpyChunk;
+  if (c >= a.w_t.cols) return;
   const int64_t count = *a.count_dev;
-  if (c >= a.w_t.cols || j0 >= count) return;  // chunks past count are never summed
-  const int64_t j1 = j0 + kAxpyChunk < count ? j0 + kAxpyChunk : count;
+  const int64_t first_row = static_cast<int64_t>(blockIdx.y) * kAxpyChunk;
+  const int64_t j0 = lower_bound(a.idx, count, first_row);
+  const int64_t j1 = lower_bound(a.idx, count, first_row + kAxpyChunk);
   const int64_t t0 = static_cast<int64_t>(blockIdx.z) * kTokenTile;
   const int64_t left = a.n - t0;
   const int nt = left < kTokenTile ? static_cast<int>(left) : kTokenTile;
@@ -78,11 +96,12 @@ __global__ void axpy_partial_kernel(AxpyArgs a) {
   for (int t = 0; t < nt; ++t) out[t * a.w_t.cols] = acc[t];
 }
 
-__global__ void axpy_reduce_kernel(const float* partial, const int32_t* count, int64_t n,
-                                   int64_t cols, const float* bias, float* y) {
+// y = the chunks' partial sums in ascending order (+ bias). A chunk without rows adds +0, which
+// leaves every sum as it is (no partial is -0: each starts at +0 and +0 + -0 is +0).
+__global__ void axpy_reduce_kernel(const float* partial, int64_t chunks, int64_t n, int64_t cols,
+                                   const float* bias, float* y) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
   if (i >= n * cols) return;
-  const int64_t chunks = (*count + kAxpyChunk - 1) / kAxpyChunk;
   float sum = 0.0f;
   for (int64_t ch = 0; ch < chunks; ++ch) sum += partial[ch * n * cols + i];
   if (bias) sum += bias[i % cols];
@@ -100,9 +119,9 @@ void launch_compact(const CompactArgs& a, cudaStream_t stream) {
 
 void launch_axpy(const AxpyArgs& a, cudaStream_t stream) {
   if (a.n <= 0) return;
-  const int64_t cols = a.w_t.cols;
-  if (a.max_count > 0) {
-    const dim3 grid(blocks_for(cols, kAxpyThreads), blocks_for(a.max_count, kAxpyChunk),
+  const int64_t cols = a.w_t.cols, chunks = blocks_for(a.w_t.rows, kAxpyChunk);
+  if (chunks > 0) {
+    const dim3 grid(blocks_for(cols, kAxpyThreads), static_cast<unsigned>(chunks),
                     blocks_for(a.n, kTokenTile));
     dispatch_dtype(a.w_t.type, [&](auto tag) {
       axpy_partial_kernel<decltype(tag)::value><<<grid, kAxpyThreads, 0, stream>>>(a);
@@ -110,7 +129,7 @@ void launch_axpy(const AxpyArgs& a, cudaStream_t stream) {
     check_launch("launching axpy_partial");
   }
   axpy_reduce_kernel<<<blocks_for(a.n * cols, kReduceThreads), kReduceThreads, 0, stream>>>(
-      a.partial, a.count_dev, a.n, cols, a.bias, a.y);
+      a.partial, chunks, a.n, cols, a.bias, a.y);
   check_launch("launching axpy_reduce");
 }
 

@@ -29,25 +29,26 @@ struct CompactArgs {
 void launch_compact(const CompactArgs& a, cudaStream_t stream);
 
 // y[t, c] = Σ_{j < *count} a[t · lda + j] · W_t[idx[j], c] (+ bias[c]) for t < n, c < w_t.cols,
-// overwriting y [n, w_t.cols]. Terms are summed in ascending j within chunks of kAxpyChunk rows
-// (one thread per column and chunk), then the chunks in ascending order. A row whose coefficients
-// are all zero for a tile of tokens is not read (as on the host; only an inf or nan weight could
-// tell the difference).
+// overwriting y [n, w_t.cols]; idx is ascending. Terms are summed in ascending j within chunks of
+// kAxpyChunk rows of W_t (one thread per column and chunk: rows [i·kAxpyChunk, (i + 1)·kAxpyChunk),
+// fixed whatever the list), then the chunks in ascending order. A token's zero coefficients add
+// nothing, so its sums are the same bits whichever other tokens share the list: batch-invariant.
+// A row whose coefficients are all zero for a tile of tokens is not read (as on the host; only an
+// inf or nan weight could tell the difference).
 struct AxpyArgs {
   MatrixView w_t;                      // [rows, cols] neuron-major
-  const int32_t* idx = nullptr;        // [max_count]
-  const int32_t* count_dev = nullptr;  // device int <= max_count
-  int64_t max_count = 0;
+  const int32_t* idx = nullptr;        // [*count_dev], ascending rows of w_t
+  const int32_t* count_dev = nullptr;  // device int <= w_t.rows
   const float* a = nullptr;  // [n, lda], compact columns
   int64_t lda = 0;
   int64_t n = 0;
   const float* bias = nullptr;  // [cols] or null
-  float* partial = nullptr;     // axpy_partial_floats(max_count, n, cols) floats of scratch
+  float* partial = nullptr;     // axpy_partial_floats(w_t.rows, n, cols) floats of scratch
   float* y = nullptr;
 };
 inline constexpr int64_t kAxpyChunk = 256;
-inline int64_t axpy_partial_floats(int64_t max_count, int64_t n, int64_t cols) {
-  return (max_count + kAxpyChunk - 1) / kAxpyChunk * n * cols;
+inline int64_t axpy_partial_floats(int64_t rows, int64_t n, int64_t cols) {
+  return (rows + kAxpyChunk - 1) / kAxpyChunk * n * cols;
 }
 void launch_axpy(const AxpyArgs& a, cudaStream_t stream);
 
