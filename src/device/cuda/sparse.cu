@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kCompactThreads) compact_kernel(CompactArgs a)
 }
 
 // The first position of the ascending list idx[0 .. count) whose row is at least `row`.
-__device__ int64_t lower_bound(const int32_t* idx, int64_t count, int64_t row) {
+__device__ int64_t first_at_least(const int32_t* idx, int64_t count, int64_t row) {
   int64_t lo = 0, hi = count;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -69,8 +69,8 @@ __global__ void axpy_partial_kernel(AxpyArgs a) {
   if (c >= a.w_t.cols) return;
   const int64_t count = *a.count_dev;
   const int64_t first_row = static_cast<int64_t>(blockIdx.y) * kAxpyChunk;
-  const int64_t j0 = lower_bound(a.idx, count, first_row);
-  const int64_t j1 = lower_bound(a.idx, count, first_row + kAxpyChunk);
+  const int64_t j0 = first_at_least(a.idx, count, first_row);
+  const int64_t j1 = first_at_least(a.idx, count, first_row + kAxpyChunk);
   const int64_t t0 = static_cast<int64_t>(blockIdx.z) * kTokenTile;
   const int64_t left = a.n - t0;
   const int nt = left < kTokenTile ? static_cast<int>(left) : kTokenTile;
@@ -97,7 +97,8 @@ __global__ void axpy_partial_kernel(AxpyArgs a) {
 }
 
 // y = the chunks' partial sums in ascending order (+ bias). A chunk without rows adds +0, which
-// leaves every sum as it is (no partial is -0: each starts at +0 and +0 + -0 is +0).
+// leaves every sum as it is (a partial starts at +0, and +0 + -0 is +0: it is -0 only where a
+// product underflowed).
 __global__ void axpy_reduce_kernel(const float* partial, int64_t chunks, int64_t n, int64_t cols,
                                    const float* bias, float* y) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceThreads + threadIdx.x;
