@@ -200,9 +200,14 @@ void place_on_device(Model::Impl& m, const DeviceOptions& o) {
   auto device = backend::make_device(
       kind, static_cast<uint64_t>(std::max(0.0, o.standin_gib) * kGiB), o.standin_threads);
   const SparseMode mode = placement_mode(o, m);
+  // Sessions of another mode may open on the model (bench alternates modes, the server's
+  // requests pick theirs): the larger of this mode's buffers and a dense session's, whose prompts
+  // may take a device's matrix-product scratch (CUDA's cuBLAS), is set aside.
   const backend::DeviceSessionOptions so = session_options(m, o, mode);
   const uint64_t scratch =
-      device->session_scratch_bytes(m.config, so) * static_cast<uint64_t>(o.n_seq);
+      std::max(device->session_scratch_bytes(m.config, so),
+               device->session_scratch_bytes(m.config, session_options(m, o, SparseMode::Dense))) *
+      static_cast<uint64_t>(o.n_seq);
   const uint64_t budget = device_budget(o, *device, device->memory());
   if (budget <= scratch) {
     m.placement_note = "device budget " + gib(budget) + " does not even cover the " +

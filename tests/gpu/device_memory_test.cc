@@ -47,7 +47,7 @@ TEST(GpuMemory, SessionTakesWhatItReports) {
   EXPECT_GT(info.total, 0u);
   EXPECT_LE(info.free, info.total);
   for (const SparseMode mode : {SparseMode::Dense, SparseMode::Predictor}) {
-    for (const int32_t n_batch : {4, 64}) {  // 64: with cuBLAS scratch
+    for (const int32_t n_batch : {4, 64}) {  // 64: with cuBLAS scratch in the dense session
       backend::DeviceSessionOptions so;
       so.n_ctx = 100;
       so.n_seq = 3;
