@@ -152,9 +152,8 @@ int cmd_bench(int argc, char** argv) {
         run_tg(*r.session);
       }
     }
-    // The bandwidth is measured once per repetition, right after its runs, so that each run's
-    // share of the roofline sets figures from the same minutes against each other on a machine
-    // whose speed drifts.
+    // The bandwidth is measured once per repetition, right after its runs, so that on a machine
+    // whose speed drifts each repetition's speed is set against a bandwidth of the same minutes.
     std::vector<double> bandwidths;
     for (int rep = 0; rep < reps; ++rep) {
       if (n_prompt) {
