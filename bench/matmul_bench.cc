@@ -212,7 +212,8 @@ void bm_gemm_l2_groups(benchmark::State& state, DType t) {
 
 void matvec_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "threads"});
-  for (int64_t rows : {2048, 5632}) {
+  // Outputs of attn_output / q|k|v / ffn_up over a 2048-wide residual (the ~1B model's).
+  for (int64_t rows : {2048, 2560, 5632}) {
     for (int threads : {1, 2}) b->Args({rows, 2048, threads});
   }
   // Predictor shapes (fc1 [H, n_embd], fc2 [n_ff, H]): few or short rows.

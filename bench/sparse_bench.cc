@@ -189,7 +189,7 @@ BENCHMARK_CAPTURE(bm_gather_matmul, q4_0, DType::Q4_0)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_sparse_axpy, f16, DType::F16)->Apply(sparse_args);
 BENCHMARK_CAPTURE(bm_lane_matvec, f16, DType::F16)
     ->ArgNames({"density%", "threads", "grouped", "cols"})
-    ->ArgsProduct({{100, 70, 50, 20}, {1, 2}, {0, 1}, {2048, 5632}})
+    ->ArgsProduct({{100, 90, 80, 70, 50, 20}, {1, 2}, {0, 1}, {2048, 2560, 5632}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_prompt_axpy_each, f16, DType::F16)
