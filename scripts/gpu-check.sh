@@ -147,6 +147,12 @@ same_text synth-predictor-third "$WORK/logs/synth-cpu.txt" -- "${SARGS[@]}" "${D
   --vram-budget "$(awk -v b="$(stat -c %s "$SYN")" 'BEGIN { printf "%.4f", b / 3 / 2^30 }')"
 pack
 
+# csv_field CSV NAME: the column NAME (by the header line) of the CSV's last row.
+csv_field() {
+  printf '%s\n' "$1" | awk -F, -v name="$2" \
+    'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == name) col = i } END { if (col) print $col }'
+}
+
 # bench MODEL TAG SHARE MODE PLACEMENT: one row of results.tsv from hearth bench's CSV, with the
 # most GPU memory nvidia-smi saw in use during the run.
 bench() {
@@ -161,7 +167,7 @@ bench() {
   fi
   csv=$("$HEARTH" bench -m "$model" -p "$N_PROMPT" -n "$N_GEN" -r "$REPS" -t "$THREADS" -o csv \
         --no-bandwidth --sparse "$mode" "${DEVICE_FLAGS[@]}" --vram-budget "$gib" \
-        --placement "$placement" --trace "$log.trace.json" 2> "$log.err" | tail -1)
+        --placement "$placement" --trace "$log.trace.json" 2> "$log.err")
   local rc=$?
   [ -n "$smi_pid" ] && kill "$smi_pid" 2> /dev/null && wait "$smi_pid" 2> /dev/null
   if [ $rc -ne 0 ] || [ -z "$csv" ]; then
@@ -169,8 +175,8 @@ bench() {
     return
   fi
   local pp tg busy held smi
-  pp=$(echo "$csv" | cut -d, -f8)
-  tg=$(echo "$csv" | cut -d, -f11)
+  pp=$(csv_field "$csv" pp_tokens_per_s)
+  tg=$(csv_field "$csv" tg_tokens_per_s)
   busy=$(grep -o 'device busy [0-9.]*' "$log.err" | awk '{print $3}')
   held=$(grep -o 'peak [0-9.]* MiB' "$log.err" | awk '{print $2}')
   smi=$( [ -f "$log.smi" ] && sort -n "$log.smi" | tail -1)
