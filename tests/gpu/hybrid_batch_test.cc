@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "common/test_util.h"
-#include "device/standin/standin_device.h"
 #include "gpu_test_util.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
@@ -23,8 +22,8 @@ namespace {
 constexpr int32_t kCtx = 64, kPromptTokens = 40;
 
 // A budget in GiB for a third of the model's weights, on top of the session buffers the
-// placement sets aside first (the stand-in device's sizes, an upper bound of the GPU's for the
-// sparse modes, which take no cuBLAS scratch).
+// placement sets aside first: the GPU's own estimate, the larger of a dense session's (cuBLAS
+// scratch for prompts) and a predictor session's, as the placement takes it.
 double third_of(const std::shared_ptr<const Model>& m) {
   backend::DeviceSessionOptions so;
   so.n_ctx = kCtx;
@@ -32,8 +31,12 @@ double third_of(const std::shared_ptr<const Model>& m) {
   for (const LayerWeights& l : m->impl().weights.layers) {
     so.predictor_width = std::max(so.predictor_width, l.fc1.rows);
   }
-  const uint64_t scratch =
-      backend::StandinDevice(1 << 30, 1).session_scratch_bytes(m->config(), so);
+  const auto gpu = backend::make_cuda_device(0);
+  uint64_t scratch = 0;
+  for (const SparseMode mode : {SparseMode::Dense, SparseMode::Predictor}) {
+    so.mode = mode;
+    scratch = std::max(scratch, gpu->session_scratch_bytes(m->config(), so));
+  }
   return (static_cast<double>(m->weight_bytes_per_token()) / 3 + static_cast<double>(scratch)) /
          (1 << 30);
 }
