@@ -79,7 +79,8 @@ bool Model::Impl::hold_input_major_only(int32_t min_width) {
         pairs.insert(pairs.end(), {{&l.wq, &t.wq_t}, {&l.wk, &t.wk_t}, {&l.wv, &t.wv_t}});
       }
       for (const auto& [w, copy] : pairs) {
-        if (!w->present()) continue;
+        // No copy where its input skips nothing (make_input_major): the file's matrix stays.
+        if (!w->present() || !copy->present()) continue;
         copy->data = place_copy(w->data, w->bytes(), copy->data, placed);
         *w = view(*w, copy->data, 0);
       }
@@ -87,7 +88,7 @@ bool Model::Impl::hold_input_major_only(int32_t min_width) {
     };
     // input_major() returns these from now on.
     std::call_once(input_major_once_, [&] {
-      input_major_ = sparse::make_input_major(weights.layers, {}, joint, place);
+      input_major_ = sparse::make_input_major(weights.layers, config.input_shares, joint, place);
     });
   };
   if (!file->edit_in_place(file->image(), file->file_size(), hold)) hold(nullptr);

@@ -59,18 +59,20 @@ double down_crossover(const Matrix& down, const Matrix& down_t);
 // the dense product: that is a second rounding, which decode steps see and prompts (the file's
 // matrices) do not. The copies are made beside the file's matrices.
 //
-// A quantized copy is made only where it pays: where the input's calibrated share of skipped
-// elements (input_shares, ModelConfig's; all copies when empty) leaves fewer of its rows to read
-// than the copy type's axpy_crossover, for every matrix that input feeds (q, k and v, or gate
-// and up, get their copies together). Elsewhere the products take the file's matrix over the
-// zeroed input, which is the same computation at the dense speed, with no copy in memory.
+// A copy is made only where it pays: where the input's calibrated share of skipped elements
+// (input_shares, ModelConfig's; all copies when empty) is above 0 and, for a quantized copy,
+// leaves fewer of its rows to read than the copy type's axpy_crossover, for every matrix that
+// input feeds (q, k and v, or gate and up, get their copies together). Elsewhere the products
+// take the file's matrix over the zeroed input, which is the same computation at the dense
+// speed, with no copy in memory.
 struct InputMajor {
   std::vector<InputMajorLayer> layers;
   std::vector<HugeBuffer> storage;
 };
-// Whether the copies of the matrices one input of layer `layer` feeds pay for themselves: each is
-// float, or reads fewer of its rows than its copy type's axpy_crossover. Those matrices go through
-// their copies together or not at all (attention_block.cc, ffn.cc), so they get them together.
+// Whether the copies of the matrices one input of layer `layer` feeds pay for themselves: the
+// input skips some of its elements, and each copy is float or reads fewer of its rows than its
+// copy type's axpy_crossover. Those matrices go through their copies together or not at all
+// (attention_block.cc, ffn.cc), so they get them together.
 bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
                       std::initializer_list<const Matrix*> fed);
 

@@ -43,6 +43,27 @@ std::vector<float> logits(const std::shared_ptr<const Model>& m, SessionOptions 
 
 using test::same_bits;
 
+// An input whose calibrated share is 0 gets no copy (one read in full is slower than the file's
+// matrix): its matrices stay the file's, the others are held as copies, and threshold sessions
+// give the bits of the model that keeps every matrix.
+TEST(InputMajorWeights, InputsThatSkipNothingKeepTheirMatrices) {
+  const std::string path =
+      test::write_model_wide_model(DType::F16, 128, false, {0.0, 0.0, 0.4, 0.6});
+  const auto kept = load(path, false, WeightLoad::Read);
+  const auto held = load(path, true, WeightLoad::Read);
+  const LayerWeights& l = held->impl().weights.layers.front();
+  EXPECT_FALSE(l.wq.input_major || l.wk.input_major || l.wv.input_major || l.wo.input_major);
+  EXPECT_TRUE(l.ffn_gate.input_major && l.ffn_up.input_major);
+  SessionOptions o;
+  o.n_threads = 2;
+  o.n_ctx = 64;
+  o.input_major_min_width = 0;
+  o.sparse = SparseMode::Threshold;
+  for (const int32_t b : {1, 9}) {
+    EXPECT_TRUE(same_bits(logits(kept, o, b), logits(held, o, b))) << "-b " << b;
+  }
+}
+
 TEST(InputMajorWeights, EverySessionGivesTheBitsOfTheFilesMatrices) {
   for (const DType type : {DType::F32, DType::F16}) {
     const std::string path = model_wide_file(type);
