@@ -4,10 +4,10 @@
 // at later positions; and a sparse session's prompt against the same tokens one step each.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "test_model.h"
@@ -100,7 +100,7 @@ TEST(GpuDevice, SparseSessionAttentionIsBatchInvariant) {
           steps.session->attention(il, 0, want.data() + i * o.n_embd, 1, i);
         }
       }
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+      EXPECT_TRUE(same_bits(got, want))
           << dtype_name(t) << (kv == KvType::F16 ? " f16" : " f32") << " cache";
     }
   }

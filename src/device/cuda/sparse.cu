@@ -65,12 +65,16 @@ __device__ int64_t first_at_least(const int32_t* idx, int64_t count, int64_t row
 // holds: its sum is the same bits alone or in any batch.
 template <DType T>
 __global__ void axpy_partial_kernel(AxpyArgs a) {
+  // The chunk's positions [j0, j1) in the list, found once per block (two threads, one bound each).
+  __shared__ int64_t bounds[2];
+  if (threadIdx.x < 2) {
+    const int64_t row = (static_cast<int64_t>(blockIdx.y) + threadIdx.x) * kAxpyChunk;
+    bounds[threadIdx.x] = first_at_least(a.idx, *a.count_dev, row);
+  }
+  __syncthreads();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * kAxpyThreads + threadIdx.x;
   if (c >= a.w_t.cols) return;
-  const int64_t count = *a.count_dev;
-  const int64_t first_row = static_cast<int64_t>(blockIdx.y) * kAxpyChunk;
-  const int64_t j0 = first_at_least(a.idx, count, first_row);
-  const int64_t j1 = first_at_least(a.idx, count, first_row + kAxpyChunk);
+  const int64_t j0 = bounds[0], j1 = bounds[1];
   const int64_t t0 = static_cast<int64_t>(blockIdx.z) * kTokenTile;
   const int64_t left = a.n - t0;
   const int nt = left < kTokenTile ? static_cast<int>(left) : kTokenTile;
