@@ -186,6 +186,13 @@ int cmd_calibrate(int argc, char** argv) {
                  "--scope model: layers that share one allocation, searched group by group (0 = "
                  "one per layer for small models, else 1)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  std::string allocate = "speed";
+  app.add_option("--allocate", allocate,
+                 "--scope model: what the search weighs each step's divergence against: speed "
+                 "(the decode time it saves, by the paths a decode step takes) or weights (the "
+                 "weights it skips, as TEAL does)")
+      ->check(CLI::IsMember({"speed", "weights"}))
+      ->capture_default_str();
   app.add_option("--search-tokens", o.search_tokens,
                  "--scope model: held-out tokens each step of the search evaluates (the search "
                  "keeps the dense model's next-token distributions: 2 bytes per token and "
@@ -236,6 +243,7 @@ int cmd_calibrate(int argc, char** argv) {
     if (stage == "profile") o.kind = calib::CalibKind::ProfileOnly;
     if (stage == "all" && !std::isnan(o.sparsity)) {
       o.kind = scope == "ffn" ? calib::CalibKind::Thresholds : calib::CalibKind::InputThresholds;
+      o.allocate = allocate == "weights" ? calib::Allocate::Weights : calib::Allocate::Speed;
     }
     auto model = load_model(model_path, weights);
     std::optional<gguf::ScratchPath> scratch;

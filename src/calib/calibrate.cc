@@ -257,6 +257,7 @@ void choose_input_thresholds(const std::shared_ptr<const Model>& model, const To
   io.sparsity = o.sparsity;
   io.window = o.window;
   io.layer_groups = o.layer_groups;
+  io.allocate = o.allocate;
   io.n_threads = o.n_threads;
   io.log = o.log;
   const size_t n_search = std::min(split.heldout.size(), static_cast<size_t>(o.search_tokens));
@@ -265,7 +266,8 @@ void choose_input_thresholds(const std::shared_ptr<const Model>& model, const To
   r.thresholds = a.thresholds;
   say(o, cat("held-out perplexity ", std::exp(a.dense_nll), " dense, ", std::exp(a.sparse_nll),
              " at ", o.sparsity, " input sparsity, KL from dense ", a.divergence, " (",
-             a.evaluations, " evaluations, ", a.layer_groups, " layer groups)"));
+             a.evaluations, " evaluations, ", a.layer_groups, " layer groups, by ",
+             a.allocate == Allocate::Speed ? "decode time saved" : "weights skipped", ")"));
   sparse::ProfileOptions po = sparse::ProfileOptions{};
   for (const LayerThresholds& t : a.thresholds) po.down_thresholds.push_back(t.down);
   sparse::ActivationProfiler held(c.n_layer, c.n_embd, c.n_ff, po);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "calib/input_sparsity.h"
 #include "hearth/model.h"
 #include "sparse/calib_report.h"
 #include "sparse/predictor_train.h"
@@ -48,6 +49,7 @@ struct CalibrateOptions {
   // evaluates at most.
   int64_t layer_groups = 0;
   int64_t search_tokens = 1024;
+  Allocate allocate = Allocate::Speed;  // what the search weighs divergence against
   // InputThresholds on a rotated stream: steps refining the principal axes for thresholds a
   // little above `sparsity` (calib/residual_rotation.h, rotate_for_calibration; 0: the principal
   // axes alone).

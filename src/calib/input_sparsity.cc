@@ -8,7 +8,9 @@
 #include "calib/windows.h"
 #include "core/error.h"
 #include "hearth/session.h"
+#include "model/model_internals.h"
 #include "sparse/activation_profile.h"
+#include "sparse/neuron_major.h"
 
 namespace hearth::calib {
 namespace {
@@ -70,42 +72,86 @@ void check_options(const InputSparsityOptions& o, int64_t n_layer) {
   }
 }
 
+// One greedy step's candidate: input `kind` of the group's layers from its share to `share`.
+struct Candidate {
+  int kind = -1;
+  double share = 0;
+  double skipped = 0;  // weights per layer the step adds to the skipped ones
+  double saved = 0;    // what the step saves: decode time (Allocate::Speed) or weights
+};
+
 // The search over one group of layers [first, last): raises the group's shares until its
 // weighted share of skipped weights reaches the target.
 class GroupSearch {
  public:
   GroupSearch(InputProfiler& profile, HeldoutDivergence& eval, const InputShape& shape,
-              const InputSparsityOptions& o, InputAllocation& a)
-      : profile_(profile), eval_(eval), shape_(shape), o_(o), a_(a) {}
+              const Weights& weights, const InputSparsityOptions& o, InputAllocation& a)
+      : profile_(profile), eval_(eval), shape_(shape), weights_(weights), o_(o), a_(a) {}
 
   double run(int64_t first, int64_t last, double divergence) {
     std::array<double, kInputKinds> share{};
     double skipped = 0;  // weights per token, per layer of the group
     const double target = o_.sparsity * static_cast<double>(shape_.total_weights());
     while (skipped < target * (1 - 1e-9)) {
-      int best = -1;
-      double best_cost = 0, best_divergence = 0, best_step = 0;
+      std::vector<Candidate> candidates;
       for (int k = 0; k < kInputKinds; ++k) {
-        const auto w = static_cast<double>(shape_.weights(k));
-        const double step = std::min({o_.step, o_.max_share - share[k], (target - skipped) / w});
-        if (step <= 1e-12) continue;
-        std::vector<LayerThresholds> candidate = a_.thresholds;
-        set_group(candidate, first, last, k, share[k] + step);
-        const double d = eval_.measure(candidate).kl;
-        const double cost = (d - divergence) / (step * w);
-        if (best < 0 || cost < best_cost) {
-          best = k, best_cost = cost, best_divergence = d, best_step = step;
-        }
+        const Candidate c = next_step(first, last, k, share[k], target - skipped);
+        if (c.skipped > 0) candidates.push_back(c);
       }
-      if (best < 0) fail("the inputs cannot skip ", o_.sparsity, " of the weights");
-      share[best] += best_step;
-      skipped += best_step * static_cast<double>(shape_.weights(best));
-      set_group(a_.thresholds, first, last, best, share[best]);
+      if (candidates.empty()) fail("the inputs cannot skip ", o_.sparsity, " of the weights");
+      // Steps that save nothing (a copy still slower than the file's matrix) are taken only when
+      // no other step is left, then by the weights they skip.
+      const bool any_saves =
+          std::any_of(candidates.begin(), candidates.end(), [](auto& c) { return c.saved > 0; });
+      const Candidate* best = nullptr;
+      double best_cost = 0, best_divergence = 0;
+      for (const Candidate& c : candidates) {
+        if (any_saves && c.saved <= 0) continue;
+        std::vector<LayerThresholds> trial = a_.thresholds;
+        set_group(trial, first, last, c.kind, c.share);
+        const double d = eval_.measure(trial).kl;
+        const double cost = (d - divergence) / (any_saves ? c.saved : c.skipped);
+        if (!best || cost < best_cost) best = &c, best_cost = cost, best_divergence = d;
+      }
+      share[best->kind] = best->share;
+      skipped += best->skipped;
+      set_group(a_.thresholds, first, last, best->kind, best->share);
       divergence = best_divergence;
       say(first, last, share, divergence);
     }
     for (int64_t l = first; l < last; ++l) a_.shares[static_cast<size_t>(l)] = share;
     return divergence;
+  }
+
+ private:
+  // Input k's next step from `share`, skipping at most `left` weights per layer: one step of
+  // o.step; for Allocate::Speed, where that saves no time (a copy is slower than the file's
+  // matrix above its crossover), as many steps as it takes to save some.
+  Candidate next_step(int64_t first, int64_t last, int k, double share, double left) const {
+    const auto w = static_cast<double>(shape_.weights(k));
+    const double top = std::min(o_.max_share, share + left / w);
+    Candidate c;
+    c.kind = k;
+    for (int n = 1; share + (n - 1) * o_.step < top - 1e-12; ++n) {
+      c.share = std::min(share + n * o_.step, top);
+      c.skipped = (c.share - share) * w;
+      c.saved = o_.allocate == Allocate::Speed
+                    ? time(first, last, k, share) - time(first, last, k, c.share)
+                    : c.skipped;
+      if (c.saved > 0 || o_.allocate != Allocate::Speed) break;
+    }
+    return c;
+  }
+
+  // A decode step's time over the matrices input k feeds in the group's layers, at `share`.
+  double time(int64_t first, int64_t last, int k, double share) const {
+    double t = 0;
+    for (int64_t l = first; l < last; ++l) {
+      t += sparse::input_read(weights_.layers[static_cast<size_t>(l)], static_cast<InputKind>(k),
+                              1.0 - share)
+               .time;
+    }
+    return t;
   }
 
  private:
@@ -128,6 +174,7 @@ class GroupSearch {
   InputProfiler& profile_;
   HeldoutDivergence& eval_;
   const InputShape& shape_;
+  const Weights& weights_;
   const InputSparsityOptions& o_;
   InputAllocation& a_;
 };
@@ -194,10 +241,15 @@ InputAllocation allocate_input_sparsity(const std::shared_ptr<const Model>& mode
   a.layer_groups = o.layer_groups > 0 ? o.layer_groups
                    : shape.total_weights() * c.n_layer <= kPerLayerSearchWeights ? c.n_layer
                                                                                  : 1;
+  // Decode steps of a model narrower than this read no input-major copies: its thresholds save
+  // no time, so the search weighs the weights they skip.
+  InputSparsityOptions so = o;
+  if (c.n_embd < SessionOptions{}.input_major_min_width) so.allocate = Allocate::Weights;
+  a.allocate = so.allocate;
   HeldoutDivergence eval(model, heldout, o.window, o.n_threads);
   a.dense_nll = eval.dense().nll;
   double divergence = 0;  // from the dense model
-  GroupSearch search(profile, eval, shape, o, a);
+  GroupSearch search(profile, eval, shape, model_weights(*model), so, a);
   for (int64_t g = 0; g < a.layer_groups; ++g) {
     const int64_t first = c.n_layer * g / a.layer_groups;
     const int64_t last = c.n_layer * (g + 1) / a.layer_groups;

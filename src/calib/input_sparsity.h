@@ -9,8 +9,11 @@
 //      a share s of that input's elements;
 //   2. allocate: group by group of layers, from the first, a greedy search raises one input's
 //      share by a step at a time, taking the step that costs the least held-out divergence from
-//      the dense model (calib/heldout_divergence.h) per weight it skips, until the group's layers
-//      skip a share S of their thresholded weights (the last step is cut to land on S). Groups
+//      the dense model (calib/heldout_divergence.h) per unit of decode time it saves (or, with
+//      Allocate::Weights, per weight it skips), until the group's layers skip a share S of their
+//      thresholded weights (the last step is cut to land on S). Where one step would save no
+//      time (an input-major copy read above its crossover is slower than the file's matrix), the
+//      candidate is as many steps as it takes to save some. Groups
 //      already allocated keep their thresholds while a later one is searched; later groups stay
 //      dense. With one layer per group this is TEAL's block-wise greedy, with the whole model's
 //      divergence as the error in place of the block's output error; with one group for all layers
@@ -49,12 +52,20 @@ struct InputShape {
 };
 InputShape input_shape(const ModelConfig& c);
 
+// What the greedy search weighs a step's held-out divergence against: the decode time it saves,
+// by the costs of the paths a decode step takes (sparse::input_read: an input's copies save
+// nothing until few enough of their rows are read), or the weights it skips (TEAL's). Speed
+// weighs by weights on models narrower than SessionOptions::input_major_min_width, whose decode
+// steps read no copies and so save no time by any allocation.
+enum class Allocate { Speed, Weights };
+
 struct InputSparsityOptions {
   double sparsity = 0.5;       // the share of each layer's thresholded weights to skip
   int64_t window = 256;        // tokens per evaluation window
   int64_t layer_groups = 0;    // layers allocated together: 0 = auto (see allocate_input_sparsity)
   double step = 0.05;          // share added to one input per greedy step
   double max_share = 0.95;     // no input skips more of its elements than this
+  Allocate allocate = Allocate::Speed;
   int n_threads = 1;
   std::function<void(const std::string&)> log;
 };
@@ -68,6 +79,7 @@ struct InputAllocation {
   double divergence = 0;                 // mean held-out KL(dense || sparse) per position
   int64_t evaluations = 0;               // model evaluations the search made
   int64_t layer_groups = 0;
+  Allocate allocate = Allocate::Speed;  // what the search weighed (Weights on narrow models)
 };
 
 // Calibrates a model: profiles `train`, then allocates the shares on `heldout` (the search's

@@ -1,6 +1,7 @@
 #include "sparse/neuron_major.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <initializer_list>
 #include <memory>
@@ -211,17 +212,90 @@ double down_crossover(const Matrix& down, const Matrix& down_t) {
   return axpy_crossover(down_t.type) * std::min(1.0, file / copy);
 }
 
-bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
-                      std::initializer_list<const Matrix*> fed) {
-  if (input_shares.empty()) return true;
-  const double read = 1.0 - input_shares[kInputKinds * layer + static_cast<size_t>(input)];
+namespace {
+
+// input_copies_pay for an input that reads a share `read` of its elements.
+bool copies_pay(double read, std::span<const Matrix* const> fed) {
   // An input that skips nothing reads every row of a copy, slower than the file's matrix.
   if (read >= 1.0) return false;
   return std::all_of(fed.begin(), fed.end(), [read](const Matrix* w) {
-    if (!w->present()) return true;
+    if (!w || !w->present()) return true;
     const DType type = input_major_type(w->type, w->rows);
     return dtype_block_size(type) == 1 || read < axpy_crossover(type);
   });
+}
+
+// The matrices an input other than down's feeds (null where it feeds fewer).
+std::array<const Matrix*, 3> fed_by(const LayerWeights& l, InputKind input) {
+  switch (input) {
+    case kAttnIn:
+      return {&l.wq, &l.wk, &l.wv};
+    case kAttnOut:
+      return {&l.wo, nullptr, nullptr};
+    default:
+      return {&l.ffn_gate, &l.ffn_up, nullptr};
+  }
+}
+
+// Down's share of input_read: the axpy over its neuron-major copy below the crossover, else the
+// dense product (a file with only ffn_down_t reads it whole when dense).
+InputRead down_read(const LayerWeights& l, double read) {
+  const Matrix& down = l.ffn_down;
+  const Matrix down_t =
+      l.ffn_down_t.present() || !down.present()
+          ? l.ffn_down_t
+          : Matrix{neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
+  InputRead r;
+  r.dense = static_cast<double>((down.present() ? down : down_t).bytes());
+  const double crossover =
+      down.present() ? down_crossover(down, down_t) : axpy_crossover(down_t.type);
+  if (down.present() && read >= crossover) {
+    r.bytes = r.time = r.dense;
+    return r;
+  }
+  r.bytes = read * static_cast<double>(down_t.bytes());
+  r.time = dtype_block_size(down_t.type) == 1
+               ? r.bytes + read * static_cast<double>(down_t.rows) * kFloatCopyRowCost
+               : r.dense * read / crossover;
+  return r;
+}
+
+}  // namespace
+
+bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
+                      std::initializer_list<const Matrix*> fed) {
+  if (input_shares.empty()) return true;
+  return copies_pay(1.0 - input_shares[kInputKinds * layer + static_cast<size_t>(input)],
+                    std::span(fed.begin(), fed.size()));
+}
+
+InputRead input_read(const LayerWeights& l, InputKind input, double read) {
+  if (input == kDownIn) return down_read(l, read);
+  const std::array<const Matrix*, 3> fed = fed_by(l, input);
+  const bool copies = copies_pay(read, fed);
+  InputRead r;
+  bool walks_floats = false;
+  int64_t inputs = 0;
+  for (const Matrix* w : fed) {
+    if (!w || !w->present()) continue;
+    const auto whole = static_cast<double>(w->bytes());
+    r.dense += whole;
+    if (!copies) {
+      r.bytes += whole, r.time += whole;
+      continue;
+    }
+    const DType type = input_major_type(w->type, w->rows);
+    const double copy = read * static_cast<double>(row_bytes(type, w->rows) * w->cols);
+    r.bytes += copy;
+    const bool exact = dtype_block_size(type) == 1;
+    r.time += exact ? copy : read * whole / axpy_crossover(type);
+    walks_floats = walks_floats || exact;
+    inputs = w->cols;
+  }
+  // One walk over the input's rows for all of its float copies (q, k and v's rows are read side
+  // by side), so the cost per row is paid once per input element read.
+  if (walks_floats) r.time += read * static_cast<double>(inputs) * kFloatCopyRowCost;
+  return r;
 }
 
 InputMajor make_input_major(const std::vector<LayerWeights>& layers,

@@ -76,6 +76,24 @@ struct InputMajor {
 bool input_copies_pay(const std::vector<float>& input_shares, size_t layer, InputKind input,
                       std::initializer_list<const Matrix*> fed);
 
+// What a decode step reads over the matrices one input of layer `l` feeds (q, k and v; wo; gate
+// and up; down), when that input's thresholds leave a share `read` of its elements, against the
+// dense product over them. `bytes` follows the paths the runtime takes: the copies where
+// input_copies_pay makes them, down's neuron-major copy below down_crossover, else the matrices
+// whole. `time` is the step's time in units of one dense byte's: a quantized copy read at its
+// crossover takes the dense time (that is what the crossover is), so its rows cost 1 /
+// crossover of their share; a float copy's walk (lane_matvec, or down's axpy) adds about
+// kFloatCopyRowCost bytes of reading per row to its bytes (bm_lane_matvec and bm_sparse_axpy
+// against bm_matvec: a copy of 4 KiB rows breaks even with the dense product at about 80% of its
+// rows, one of 11 KiB rows at about 90%).
+struct InputRead {
+  double dense = 0;  // bytes of the dense product
+  double bytes = 0;  // bytes the step reads
+  double time = 0;   // the step's time, in dense bytes
+};
+inline constexpr double kFloatCopyRowCost = 1024;
+InputRead input_read(const LayerWeights& l, InputKind input, double read);
+
 // joint_qkv false keeps q, k and v in a copy each (copies that stand in for the file's
 // matrices, model_impl.h's hold_input_major_only). visit, when given, sees each layer's copies
 // once they are made, with the buffers holding them: it may move the copies elsewhere and drop

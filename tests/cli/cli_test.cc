@@ -174,6 +174,9 @@ TEST_F(Cli, UsageErrors) {
   expect_clean_error(run_hearth({"run", "-m", *model_, "-n", "abc"}), "n-predict");
   expect_clean_error(run_hearth({"run", "-m", *model_, "--top-p", "2"}), "top_p");
   expect_clean_error(run_hearth({"run", "-m", *model_, "-p", "a", "-f", "b"}), "either");
+  expect_clean_error(run_hearth({"calibrate", "-m", *model_, "-f", *model_, "--sparsity", "0.4",
+                                 "--allocate", "bytes", "-o", *dir_ + "/c.gguf"}),
+                     "allocate");
   expect_clean_error(run_hearth({"synth", "-o", *dir_ + "/x.gguf", "--n-embd", "60", "--n-head", "8"}),
                      "n-embd");
 }

@@ -21,6 +21,7 @@
 #include "eval/perplexity.h"
 #include "hearth/model.h"
 #include "hearth/session.h"
+#include "model/model_internals.h"
 #include "model/synth.h"
 #include "ops/sparse_matmul.h"
 #include "sparse/neuron_major.h"
@@ -329,6 +330,59 @@ TEST(InputSparsity, QuantizedCopiesOnlyWhereTheyPay) {
   }
 }
 
+// What the search weighs a decode step by: the bytes the runtime's paths read (copies only where
+// they pay, down's axpy below its crossover) and their time in dense bytes.
+TEST(InputSparsity, ReadCostsFollowTheRuntimesPaths) {
+  constexpr int64_t kInputs = 512, kFf = 1024;
+  static const uint8_t kSome = 0;  // input_read reads shapes and types only
+  const auto layer = [](DType t) {
+    LayerWeights l;
+    l.wq = Matrix{t, &kSome, 512, kInputs};
+    l.wk = Matrix{t, &kSome, 128, kInputs};
+    l.wv = Matrix{t, &kSome, 128, kInputs};
+    l.wo = Matrix{t, &kSome, kInputs, 512};
+    l.ffn_gate = Matrix{t, &kSome, kFf, kInputs};
+    l.ffn_up = Matrix{t, &kSome, kFf, kInputs};
+    l.ffn_down = Matrix{t, &kSome, kInputs, kFf};
+    return l;
+  };
+  const auto bytes = [](DType t, int64_t rows, int64_t cols) {
+    return static_cast<double>(rows * row_bytes(t, cols));
+  };
+  const LayerWeights f16 = layer(DType::F16);
+  // Reading every element takes the file's matrices.
+  for (int k = 0; k < kInputKinds; ++k) {
+    const sparse::InputRead all = sparse::input_read(f16, static_cast<InputKind>(k), 1.0);
+    EXPECT_EQ(all.bytes, all.dense);
+    EXPECT_EQ(all.time, all.dense);
+  }
+  // q, k and v: exact copies of the same bytes, one walk over the input's rows.
+  sparse::InputRead r = sparse::input_read(f16, kAttnIn, 0.5);
+  EXPECT_EQ(r.dense, bytes(DType::F16, 768, kInputs));
+  EXPECT_EQ(r.bytes, 0.5 * r.dense);
+  EXPECT_EQ(r.time, r.bytes + 0.5 * kInputs * sparse::kFloatCopyRowCost);
+  // Down: the axpy over its neuron-major copy below the crossover, the file's matrix above.
+  const double crossover = sparse::axpy_crossover(DType::F16);
+  r = sparse::input_read(f16, kDownIn, 0.5);
+  EXPECT_EQ(r.dense, bytes(DType::F16, kInputs, kFf));
+  EXPECT_EQ(r.bytes, 0.5 * r.dense);
+  EXPECT_EQ(r.time, r.bytes + 0.5 * kFf * sparse::kFloatCopyRowCost);
+  r = sparse::input_read(f16, kDownIn, crossover + 0.01);
+  EXPECT_EQ(r.time, r.dense);
+  r = sparse::input_read(layer(DType::Q8_0), kDownIn, 0.1);
+  EXPECT_DOUBLE_EQ(r.time, r.dense * 0.1 / sparse::axpy_crossover(DType::Q8_0));
+  // A quantized input's copies only below their crossover, where they save time in proportion.
+  const LayerWeights q4 = layer(DType::Q4_0);
+  const double q4_crossover = sparse::axpy_crossover(DType::Q4_0);
+  r = sparse::input_read(q4, kFfnIn, q4_crossover + 0.01);
+  EXPECT_EQ(r.bytes, r.dense);
+  EXPECT_EQ(r.time, r.dense);
+  r = sparse::input_read(q4, kFfnIn, q4_crossover / 2);
+  EXPECT_EQ(r.dense, 2 * bytes(DType::Q4_0, kFf, kInputs));
+  EXPECT_DOUBLE_EQ(r.bytes, q4_crossover / 2 * 2 * bytes(DType::Q4_0, kInputs, kFf));
+  EXPECT_DOUBLE_EQ(r.time, r.dense / 2);
+}
+
 // A file whose input shares are out of range or of the wrong count is refused by name.
 TEST(InputSparsity, MalformedSharesAreRefused) {
   const auto m = Model::load(swiglu_model());
@@ -460,6 +514,55 @@ TEST(InputSparsitySlow, CalibrationReachesTheTargetPerLayer) {
   EXPECT_EQ(logits_in_steps(cal, o, tokens, tokens.size()), steps);
   o.n_threads = 1;
   EXPECT_EQ(logits_in_steps(cal, o, tokens, 1), steps);
+}
+
+// The modelled decode time of a layer's inputs at the allocation's shares, in dense bytes.
+double modelled_time(const Model& model, const calib::InputAllocation& a) {
+  double t = 0;
+  const Weights& w = model_weights(model);
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    for (int k = 0; k < kInputKinds; ++k) {
+      t += sparse::input_read(w.layers[l], static_cast<InputKind>(k), 1.0 - a.shares[l][k]).time;
+    }
+  }
+  return t;
+}
+
+// Allocated by the decode time it saves, a model wide enough for input-major copies reaches the
+// same weight sparsity as by the weights skipped, in less modelled time; a narrower model, whose
+// decode steps read no copies, is allocated by weights whatever was asked.
+TEST(InputSparsitySlow, SpeedAllocationSavesTimeWhereCopiesAreRead) {
+  SynthOptions so = test::tiny_synth_options(DType::F16);
+  so.n_embd = SessionOptions{}.input_major_min_width;
+  so.n_ff = 1024;
+  so.n_head = 8;
+  so.n_ctx = 256;
+  const std::string path = test::temp_dir() + "/wide.gguf";
+  write_synthetic_model(so, path);
+  const auto model = Model::load(path);
+  const std::vector<int32_t> train = model->tokenize(text(3000, 1), true);
+  const std::vector<int32_t> heldout = model->tokenize(text(1000, 2), true);
+  calib::InputSparsityOptions o;
+  o.sparsity = 0.4;
+  o.window = 96;
+  o.step = 0.1;
+  o.n_threads = 2;
+  const calib::InputAllocation by_speed = calib::allocate_input_sparsity(model, train, heldout, o);
+  o.allocate = calib::Allocate::Weights;
+  const calib::InputAllocation by_weights =
+      calib::allocate_input_sparsity(model, train, heldout, o);
+  EXPECT_EQ(by_speed.allocate, calib::Allocate::Speed);
+  EXPECT_EQ(by_weights.allocate, calib::Allocate::Weights);
+  for (const calib::InputAllocation* a : {&by_speed, &by_weights}) {
+    for (const double achieved : a->achieved) EXPECT_NEAR(achieved, 0.4, 0.02);
+  }
+  EXPECT_LT(modelled_time(*model, by_speed), modelled_time(*model, by_weights));
+
+  const auto narrow = Model::load(swiglu_model());
+  o.allocate = calib::Allocate::Speed;
+  const calib::InputAllocation a = calib::allocate_input_sparsity(
+      narrow, narrow->tokenize(text(3000, 1), true), narrow->tokenize(text(1000, 2), true), o);
+  EXPECT_EQ(a.allocate, calib::Allocate::Weights);
 }
 
 TEST(InputSparsity, BadOptionsAreRefused) {
