@@ -175,7 +175,7 @@ bool device_model(Model::Impl& m, const sparse::Placement& p, backend::DeviceMod
     d.down_t = &l.ffn_down_t;
     if (!d.hot.empty()) {
       if (!l.ffn_down_t.present()) {
-        if (!made) made = &m.neuron_major_down();
+        if (!made) made = &m.neuron_major_down(/*every_layer=*/true);
         d.down_t = &made->layers[il];
       }
       m.cold[il] = complement(d.hot, m.config.n_ff);

@@ -66,10 +66,14 @@ struct Model::Impl {
   std::string placement_note;
 
   // Transposed ffn_down for layers whose file lacks ffn_down_t, made on first use by a sparse
-  // session (dense sessions never pay for it); thread-safe, then immutable.
-  const sparse::NeuronMajorDown& neuron_major_down() const {
-    std::call_once(neuron_major_once_, [this] {
-      neuron_major_ = sparse::make_neuron_major_down(weights.layers, neuron_order);
+  // session (dense sessions never pay for it); thread-safe, then immutable. The first caller's
+  // choice holds: a device's placement, at load and before any session, asks for every layer
+  // (its hot neurons' columns come from the copy); sessions for the layers whose calibrated
+  // shares make the copy pay (make_neuron_major_down).
+  const sparse::NeuronMajorDown& neuron_major_down(bool every_layer = false) const {
+    std::call_once(neuron_major_once_, [this, every_layer] {
+      neuron_major_ = sparse::make_neuron_major_down(
+          weights.layers, neuron_order, every_layer ? std::vector<float>{} : config.input_shares);
     });
     return neuron_major_;
   }

@@ -26,12 +26,14 @@ int64_t selected(const Selection& sel, const float* row, const int32_t* neuron, 
   return k;
 }
 
-// Whether a token with k selected neurons streams all of ffn_down instead of the axpy. An exact
+// Whether a token with k selected neurons streams all of ffn_down instead of the axpy: always
+// where the layer has no neuron-major copy (none pays for its calibrated shares). An exact
 // selection over a quantized ffn_down always does: the dense product rounds the activations to 8
 // bits per block before meeting the weights, which no neuron-major copy can reproduce (the skipped
 // neurons are exact zeros, so the result is the dense one bit for bit).
 bool streams_down(const FfnWeights& w, const Selection& sel, int64_t k, int64_t n_ff) {
   if (!w.down || !w.down->present()) return false;
+  if (!w.down_t->present()) return true;  // no copy where it would not pay (neuron_major.h)
   return (sel.exact && dtype_block_size(w.down->type) > 1) ||
          k > down_crossover(*w.down, *w.down_t) * n_ff;
 }

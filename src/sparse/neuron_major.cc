@@ -349,13 +349,20 @@ InputMajor make_input_major(const std::vector<LayerWeights>& layers,
 }
 
 NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
-                                       const std::vector<std::vector<int32_t>>& orders) {
+                                       const std::vector<std::vector<int32_t>>& orders,
+                                       const std::vector<float>& input_shares) {
   NeuronMajorDown out;
   out.layers.resize(layers.size());
   Transposer transpose;
+  const bool by_shares = input_shares.size() == kInputKinds * layers.size();
   for (size_t il = 0; il < layers.size(); ++il) {
     const Matrix& down = layers[il].ffn_down;  // [n_embd, n_ff]
     if (layers[il].ffn_down_t.present() || !down.present()) continue;
+    if (by_shares && !layers[il].has_predictor()) {
+      const double read = 1.0 - input_shares[kInputKinds * il + kDownIn];
+      const Matrix copy{neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
+      if (read >= down_crossover(down, copy)) continue;
+    }
     const bool reordered = il < orders.size() && !orders[il].empty();
     out.layers[il] = transpose(down, neuron_major_type(down.type, down.rows),
                                reordered ? orders[il].data() : nullptr, out.storage);

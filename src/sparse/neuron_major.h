@@ -24,15 +24,21 @@ namespace hearth::sparse {
 // 4-bit file, not a second model), and a sparse token reads half the bytes an F16 copy would
 // (docs/design-notes.md, "Neuron-major down"). Rows whose length is not a multiple of 32 become
 // F16.
+//
+// A model-wide file's calibrated shares (input_shares, ModelConfig's) say which layers need the
+// copy: one whose down input leaves more rows to read than down_crossover streams ffn_down in
+// every decode step anyway (ffn_down.cc), so it gets none, unless the layer has a predictor
+// (whose neurons, not the thresholds, decide what down reads).
 struct NeuronMajorDown {
-  std::vector<Matrix> layers;  // empty Matrix where the file has ffn_down_t
+  std::vector<Matrix> layers;  // empty Matrix where the file has ffn_down_t or no copy pays
   std::vector<HugeBuffer> storage;
 };
 
 // orders[il], when not empty, puts neuron orders[il][j] in row j (the order the layer's other FFN
-// matrices are held in, model/neuron_order.h).
+// matrices are held in, model/neuron_order.h). Empty input_shares: a copy for every layer.
 NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
-                                       const std::vector<std::vector<int32_t>>& orders);
+                                       const std::vector<std::vector<int32_t>>& orders,
+                                       const std::vector<float>& input_shares = {});
 
 // The type a transposed copy of a `t` matrix with rows of n_embd is stored in.
 DType neuron_major_type(DType t, int64_t n_embd);

@@ -383,6 +383,30 @@ TEST(InputSparsity, ReadCostsFollowTheRuntimesPaths) {
   EXPECT_DOUBLE_EQ(r.time, r.dense / 2);
 }
 
+// A model-wide file's layers get a neuron-major down only where their calibrated down share leaves
+// fewer rows to read than the crossover (elsewhere every decode step streams ffn_down), or where a
+// predictor, not the thresholds, decides what down reads.
+TEST(NeuronMajorDown, CopiesOnlyWhereTheSharesMakeThemPay) {
+  std::vector<std::vector<uint8_t>> storage;
+  LayerWeights l;
+  l.ffn_down = random_matrix(DType::Q4_0, 64, 96, 1, storage);
+  LayerWeights with_predictor = l;
+  with_predictor.fc1 = random_matrix(DType::F16, 16, 64, 2, storage);
+  with_predictor.fc2 = random_matrix(DType::F16, 96, 16, 3, storage);
+  const double crossover = sparse::down_crossover(
+      l.ffn_down, Matrix{sparse::neuron_major_type(DType::Q4_0, 64), nullptr, 96, 64});
+  const auto above = static_cast<float>(1.0 - crossover) + 0.01f;  // a share that pays
+  const auto below = static_cast<float>(1.0 - crossover) - 0.01f;
+  const std::vector<float> shares = {0, 0, 0, above, 0, 0, 0, below, 0, 0, 0, below};
+  const sparse::NeuronMajorDown made =
+      sparse::make_neuron_major_down({l, l, with_predictor}, {}, shares);
+  EXPECT_TRUE(made.layers[0].present());
+  EXPECT_FALSE(made.layers[1].present());
+  EXPECT_TRUE(made.layers[2].present());
+  const sparse::NeuronMajorDown all = sparse::make_neuron_major_down({l, l, with_predictor}, {});
+  for (const Matrix& m : all.layers) EXPECT_TRUE(m.present());
+}
+
 // A file whose input shares are out of range or of the wrong count is refused by name.
 TEST(InputSparsity, MalformedSharesAreRefused) {
   const auto m = Model::load(swiglu_model());
