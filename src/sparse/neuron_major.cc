@@ -274,7 +274,9 @@ InputRead input_read(const LayerWeights& l, InputKind input, double read) {
   const std::array<const Matrix*, 3> fed = fed_by(l, input);
   const bool copies = copies_pay(read, fed);
   InputRead r;
-  bool walks_floats = false;
+  // Float copies are walked one by one, each paying its cost per row read, except q, k and v's
+  // joint copy, whose rows hold each input's three runs side by side (one walk).
+  int walks = 0;
   int64_t inputs = 0;
   for (const Matrix* w : fed) {
     if (!w || !w->present()) continue;
@@ -289,12 +291,11 @@ InputRead input_read(const LayerWeights& l, InputKind input, double read) {
     r.bytes += copy;
     const bool exact = dtype_block_size(type) == 1;
     r.time += exact ? copy : read * whole / axpy_crossover(type);
-    walks_floats = walks_floats || exact;
+    walks += exact ? 1 : 0;
     inputs = w->cols;
   }
-  // One walk over the input's rows for all of its float copies (q, k and v's rows are read side
-  // by side), so the cost per row is paid once per input element read.
-  if (walks_floats) r.time += read * static_cast<double>(inputs) * kFloatCopyRowCost;
+  if (input == kAttnIn && joint_qkv_type(l)) walks = std::min(walks, 1);
+  r.time += read * static_cast<double>(walks * inputs) * kFloatCopyRowCost;
   return r;
 }
 

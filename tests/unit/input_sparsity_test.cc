@@ -361,6 +361,9 @@ TEST(InputSparsity, ReadCostsFollowTheRuntimesPaths) {
   EXPECT_EQ(r.dense, bytes(DType::F16, 768, kInputs));
   EXPECT_EQ(r.bytes, 0.5 * r.dense);
   EXPECT_EQ(r.time, r.bytes + 0.5 * kInputs * sparse::kFloatCopyRowCost);
+  // gate and up: a walk each.
+  r = sparse::input_read(f16, kFfnIn, 0.5);
+  EXPECT_EQ(r.time, r.bytes + 2 * 0.5 * kInputs * sparse::kFloatCopyRowCost);
   // Down: the axpy over its neuron-major copy below the crossover, the file's matrix above.
   const double crossover = sparse::axpy_crossover(DType::F16);
   r = sparse::input_read(f16, kDownIn, 0.5);
