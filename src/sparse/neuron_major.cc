@@ -237,14 +237,17 @@ std::array<const Matrix*, 3> fed_by(const LayerWeights& l, InputKind input) {
   }
 }
 
+// The shape and type (no data) of the neuron-major copy make_neuron_major_down makes of `down`.
+Matrix neuron_major_shape(const Matrix& down) {
+  return Matrix{neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
+}
+
 // Down's share of input_read: the axpy over its neuron-major copy below the crossover, else the
 // dense product (a file with only ffn_down_t reads it whole when dense).
 InputRead down_read(const LayerWeights& l, double read) {
   const Matrix& down = l.ffn_down;
   const Matrix down_t =
-      l.ffn_down_t.present() || !down.present()
-          ? l.ffn_down_t
-          : Matrix{neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
+      l.ffn_down_t.present() || !down.present() ? l.ffn_down_t : neuron_major_shape(down);
   InputRead r;
   r.dense = static_cast<double>((down.present() ? down : down_t).bytes());
   const double crossover =
@@ -361,8 +364,7 @@ NeuronMajorDown make_neuron_major_down(const std::vector<LayerWeights>& layers,
     if (layers[il].ffn_down_t.present() || !down.present()) continue;
     if (by_shares && !layers[il].has_predictor()) {
       const double read = 1.0 - input_shares[kInputKinds * il + kDownIn];
-      const Matrix copy{neuron_major_type(down.type, down.rows), nullptr, down.cols, down.rows};
-      if (read >= down_crossover(down, copy)) continue;
+      if (read >= down_crossover(down, neuron_major_shape(down))) continue;
     }
     const bool reordered = il < orders.size() && !orders[il].empty();
     out.layers[il] = transpose(down, neuron_major_type(down.type, down.rows),
