@@ -87,6 +87,11 @@ void quantize_row(DType t, const float* x, void* y, int64_t n) {
   fail("cannot quantize to dtype id ", static_cast<uint32_t>(t));
 }
 
+void quantize_row_quick(DType t, const float* x, void* y, int64_t n) {
+  check_row_length(t, n);
+  if (!quantize_row_blocks_quick(t, x, y, n)) quantize_row(t, x, y, n);
+}
+
 void dequantize_row(DType t, const void* x, float* y, int64_t n) {
   check_row_length(t, n);
   switch (t) {

@@ -55,6 +55,16 @@ bool quantize_row_blocks(DType t, const float* x, void* y, int64_t n) {
   return true;
 }
 
+bool quantize_row_blocks_quick(DType t, const float* x, void* y, int64_t n) {
+  const BlockCodec* c = codec(t);
+  if (!c) return false;
+  const int64_t bytes = dtype_block_bytes(t);
+  auto* out = static_cast<uint8_t*>(y);
+  const auto fit = c->quick ? c->quick : c->reference;
+  for (int64_t b = 0; b < n / c->block_size; ++b) fit(x + b * c->block_size, out + b * bytes);
+  return true;
+}
+
 bool quantize_row_blocks_search(DType t, const float* x, const float* w, void* y, int64_t n) {
   const BlockCodec* c = codec(t);
   if (!c) return false;

@@ -21,6 +21,10 @@ namespace hearth {
 // one of these types. n must be a multiple of t's block size (the caller checks).
 bool quantize_row_blocks(DType t, const float* x, void* y, int64_t n);
 
+// The same by a faster fit where the type has one (Q4_K, Q5_K: the reference's search over
+// fewer candidate scales), for blocks made at load that no file promises; else the reference.
+bool quantize_row_blocks_quick(DType t, const float* x, void* y, int64_t n);
+
 // The same by the importance-weighted search: w[n] the importance of each element (>= 0;
 // nullptr: all 1). A block whose weights are all 0 is fitted as if they were all 1.
 // Rows of the same values with the same weights give the same bytes (nothing random).

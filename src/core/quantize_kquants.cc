@@ -104,20 +104,26 @@ void pack_k4_scales(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
   }
 }
 
+// The reference's candidate scales for a 32-weight group span [nmax + rmin, nmax + rmin + span]
+// in `steps` steps; the quick fit takes kQuickSteps over the same span.
+constexpr int kQuickSteps = 5;
+
 // Fits d, dmin, the packed scales and the codes L[256] (0..nmax) of a Q4_K (nmax 15) or Q5_K
-// (nmax 31) super-block.
+// (nmax 31) super-block. quick: the reference with kQuickSteps candidate scales per group.
 void fit_k4(const float* x, const float* qw, bool reference, int nmax, uint16_t* d16,
-            uint16_t* dmin16, uint8_t* scales, uint8_t* L) {
+            uint16_t* dmin16, uint8_t* scales, uint8_t* L, bool quick = false) {
   float sc[8], mn[8], sw[8], w[32];
   const float sigma2 = 2.0f * qfit::mean_square(kQK_K, x);
+  const float rmin = nmax == 15 ? -1.0f : -0.5f;
+  const int steps = nmax == 15 ? 20 : 15, fit_steps = quick ? kQuickSteps : steps;
+  const float rdelta = quick ? 0.1f * static_cast<float>(steps) / kQuickSteps : 0.1f;
   for (int j = 0; j < 8; ++j) {
     const float* xb = x + 32 * j;
     qfit::ScaleMinFit f;
     if (reference) {
       const float av = std::sqrt(qfit::mean_square(32, xb));
       for (int l = 0; l < 32; ++l) w[l] = av + std::fabs(xb[l]);
-      f = nmax == 15 ? qfit::fit_scale_min(32, nmax, xb, w, L + 32 * j, -1.0f, 0.1f, 20, false)
-                     : qfit::fit_scale_min(32, nmax, xb, w, L + 32 * j, -0.5f, 0.1f, 15, false);
+      f = qfit::fit_scale_min(32, nmax, xb, w, L + 32 * j, rmin, rdelta, fit_steps, false);
     } else {
       qfit::group_weights(32, xb, qw ? qw + 32 * j : nullptr, sigma2, w);
       f = qfit::fit_scale_min(32, nmax, xb, w, L + 32 * j, -0.9f, 0.05f, 36, false);
@@ -157,13 +163,18 @@ void q4_k(const float* x, const float* qw, bool reference, void* out) {
   pack_k4_nibbles(L, y->qs);
 }
 
+// Q5_K's codes L[256] (0..31): low nibbles as Q4_K's, fifth bits in qh.
+void pack_k5(const uint8_t* L, BlockQ5_K* y) {
+  pack_k4_nibbles(L, y->qs);
+  std::memset(y->qh, 0, sizeof y->qh);
+  for (int i = 0; i < kQK_K; ++i) y->qh[i % 32] |= static_cast<uint8_t>((L[i] >> 4) << (i / 32));
+}
+
 void q5_k(const float* x, const float* qw, bool reference, void* out) {
   auto* y = static_cast<BlockQ5_K*>(out);
   uint8_t L[kQK_K];
   fit_k4(x, qw, reference, 31, &y->d, &y->dmin, y->scales, L);
-  pack_k4_nibbles(L, y->qs);
-  std::memset(y->qh, 0, sizeof y->qh);
-  for (int i = 0; i < kQK_K; ++i) y->qh[i % 32] |= static_cast<uint8_t>((L[i] >> 4) << (i / 32));
+  pack_k5(L, y);
 }
 
 // --- Q2_K: 16 sub-blocks of 16, x ~ d * sc * q - dmin * m, q 2 bits, sc and m 4 bits.
@@ -308,10 +319,25 @@ void iq4_xs(const float* x, const float* qw, bool reference, void* out) {
   }
 }
 
+// The reference's fits with fewer candidate scales, for blocks made at load.
+void q4_k_quick(const float* x, void* out) {
+  auto* y = static_cast<BlockQ4_K*>(out);
+  uint8_t L[kQK_K];
+  fit_k4(x, nullptr, true, 15, &y->d, &y->dmin, y->scales, L, /*quick=*/true);
+  pack_k4_nibbles(L, y->qs);
+}
+
+void q5_k_quick(const float* x, void* out) {
+  auto* y = static_cast<BlockQ5_K*>(out);
+  uint8_t L[kQK_K];
+  fit_k4(x, nullptr, true, 31, &y->d, &y->dmin, y->scales, L, /*quick=*/true);
+  pack_k5(L, y);
+}
+
 constexpr BlockCodec kQ2_K = make_codec<q2_k>(kQK_K);
 constexpr BlockCodec kQ3_K = make_codec<q3_k>(kQK_K);
-constexpr BlockCodec kQ4_K = make_codec<q4_k>(kQK_K);
-constexpr BlockCodec kQ5_K = make_codec<q5_k>(kQK_K);
+constexpr BlockCodec kQ4_K = make_codec<q4_k>(kQK_K, q4_k_quick);
+constexpr BlockCodec kQ5_K = make_codec<q5_k>(kQK_K, q5_k_quick);
 constexpr BlockCodec kQ6_K = make_codec<q6_k>(kQK_K);
 constexpr BlockCodec kIq4Xs = make_codec<iq4_xs>(kQK_K);
 

@@ -92,7 +92,7 @@ class Transposer {
           for (int64_t c = 0; c < count; ++c) columns[c * rows + r] = row[source[c]];
         }
         for (int64_t c = 0; c < count; ++c) {
-          quantize_row(type, columns.get() + c * rows, blob.data() + (j0 + c) * rb, rows);
+          quantize_row_quick(type, columns.get() + c * rows, blob.data() + (j0 + c) * rb, rows);
         }
       }
     });

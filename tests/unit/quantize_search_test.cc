@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -170,6 +171,34 @@ TEST(QuantizeSearch, RowsOfOtherTypesAreUnchanged) {
   quantize_row(DType::Q8_0, x, a, 64);
   quantize_row_search(DType::Q8_0, x, nullptr, b, 64);
   EXPECT_EQ(0, std::memcmp(a, b, row_bytes(DType::Q8_0, 64)));
+}
+
+// The quick fit (for copies made at load) of Q4_K and Q5_K: other bytes than the reference's,
+// within a few percent of its squared error on odd block counts; types without one are the
+// reference's bytes.
+TEST(QuantizeQuick, NearTheReferenceWithFewerCandidates) {
+  constexpr int64_t n = 3 * 256;
+  std::mt19937 rng(7);
+  std::student_t_distribution<float> t(5.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = 0.02f * t(rng);
+  const auto error = [&](DType type, const std::vector<uint8_t>& q) {
+    std::vector<float> y(static_cast<size_t>(n));
+    dequantize_row(type, q.data(), y.data(), n);
+    double e = 0;
+    for (int64_t j = 0; j < n; ++j) e += (x[j] - y[j]) * (x[j] - y[j]);
+    return e;
+  };
+  for (const DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    std::vector<uint8_t> ref(static_cast<size_t>(row_bytes(type, n)));
+    std::vector<uint8_t> quick(ref.size());
+    quantize_row(type, x.data(), ref.data(), n);
+    quantize_row_quick(type, x.data(), quick.data(), n);
+    const bool has_quick = type == DType::Q4_K || type == DType::Q5_K;
+    EXPECT_EQ(std::memcmp(ref.data(), quick.data(), ref.size()) != 0, has_quick);
+    EXPECT_LT(error(type, quick), 1.05 * error(type, ref));
+  }
 }
 
 }  // namespace
