@@ -41,13 +41,6 @@ float signed_absmax(int n, const float* x) {
   return max;
 }
 
-int nearest_int(float v) {
-  // Beyond 2^22 every float is already an integer; clamping there keeps lrint in range and turns
-  // nan into 0 rather than undefined behaviour.
-  if (!(std::fabs(v) < 4194304.0f)) return std::isnan(v) ? 0 : v > 0 ? 4194304 : -4194304;
-  return static_cast<int>(std::lrintf(v));
-}
-
 float fit_symmetric(int n, int nmax, const float* x, const float* w, uint8_t* L) {
   const float max = signed_absmax(n, x);
   if (std::fabs(max) < kGroupEps) {

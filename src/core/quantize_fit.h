@@ -11,7 +11,9 @@
 // group by returning scale 0 with codes that decode to 0.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace hearth::qfit {
 
@@ -19,8 +21,18 @@ namespace hearth::qfit {
 inline constexpr float kGroupEps = 1e-15f;
 
 // Round to nearest, ties to even (as ggml's nearest_int), saturating instead of overflowing: far
-// out-of-range values (a tiny scale, inf) come back huge and are clamped by the caller.
-int nearest_int(float v);
+// out-of-range values (a tiny scale, inf) come back huge and are clamped by the caller. Inline
+// and without a library call, so that the fits' loops over codes compile to straight code.
+inline int nearest_int(float v) {
+  // From 2^22 - 0.5 on every float rounds to 2^22 or beyond: saturating there turns nan into 0
+  // rather than undefined behaviour. Below it, adding 1.5 * 2^23 leaves the rounded integer (ties
+  // to even, the default rounding mode) in the low 22 bits of the sum's mantissa.
+  if (!(std::fabs(v) < 4194303.5f)) return std::isnan(v) ? 0 : v > 0 ? 4194304 : -4194304;
+  const float shifted = v + 12582912.0f;
+  int32_t bits;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
 
 // The value of largest magnitude, with its sign (the first one on ties).
 float signed_absmax(int n, const float* x);

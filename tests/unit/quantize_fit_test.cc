@@ -40,5 +40,23 @@ TEST(QuantizeFit, Iq4IndexIsTheNearestCode) {
   EXPECT_EQ(qfit::iq4_index(std::numeric_limits<float>::quiet_NaN()), 15);
 }
 
+// nearest_int is lrintf (round half to even) wherever that fits in +-2^22, saturates beyond, and
+// maps nan to 0.
+TEST(QuantizeFit, NearestIntRoundsHalfToEven) {
+  std::vector<float> values = {0.0f,       -0.0f,      0.5f,        1.5f,        2.5f,
+                               -0.5f,      -1.5f,      -2.5f,       0.49999997f, -0.49999997f,
+                               4194303.0f, 4194303.5f, -4194303.5f, 1e-30f};
+  for (int k = -3000; k <= 3000; ++k) {
+    for (const float f : {0.0f, 0.25f, 0.5f, 0.75f}) values.push_back(static_cast<float>(k) + f);
+  }
+  for (float v = 1.0f; v < 4194304.0f; v *= 1.37f) values.push_back(v), values.push_back(-v);
+  for (const float v : values) {
+    EXPECT_EQ(qfit::nearest_int(v), static_cast<int>(std::lrintf(v))) << "v = " << v;
+  }
+  EXPECT_EQ(qfit::nearest_int(5e6f), 4194304);
+  EXPECT_EQ(qfit::nearest_int(-std::numeric_limits<float>::infinity()), -4194304);
+  EXPECT_EQ(qfit::nearest_int(std::numeric_limits<float>::quiet_NaN()), 0);
+}
+
 }  // namespace
 }  // namespace hearth
