@@ -130,15 +130,15 @@ class GroupSearch {
   Candidate next_step(int64_t first, int64_t last, int k, double share, double left) const {
     const auto w = static_cast<double>(shape_.weights(k));
     const double top = std::min(o_.max_share, share + left / w);
+    const bool by_time = o_.allocate == Allocate::Speed;
+    const double now = by_time ? time(first, last, k, share) : 0;
     Candidate c;
     c.kind = k;
     for (int n = 1; share + (n - 1) * o_.step < top - 1e-12; ++n) {
       c.share = std::min(share + n * o_.step, top);
       c.skipped = (c.share - share) * w;
-      c.saved = o_.allocate == Allocate::Speed
-                    ? time(first, last, k, share) - time(first, last, k, c.share)
-                    : c.skipped;
-      if (c.saved > 0 || o_.allocate != Allocate::Speed) break;
+      c.saved = by_time ? now - time(first, last, k, c.share) : c.skipped;
+      if (c.saved > 0 || !by_time) break;
     }
     return c;
   }
@@ -154,7 +154,6 @@ class GroupSearch {
     return t;
   }
 
- private:
   void set_group(std::vector<LayerThresholds>& t, int64_t first, int64_t last, int kind,
                  double share) {
     for (int64_t l = first; l < last; ++l) {
