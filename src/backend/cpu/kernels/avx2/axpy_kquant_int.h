@@ -133,7 +133,8 @@ struct CoefsQ6_K {
 // The walk: groups of active rows as the Q4_0 kernel forms them (parts included), and per group
 // and super-block pass 1 (F::Coefs) then pass 2 (F::Sums::add(rows, steps, off, c, y): adds the
 // super-block's 256 columns into y). The next group's rows are prefetched into L2 a super-block
-// at a time while this group computes, as in the Q4_0 kernel.
+// at a time while this group computes, as in the Q4_0 kernel, and this group's next super-block
+// into L1.
 template <typename Block, typename Coefs, typename Sums>
 void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32_t* idx,
                            const float* a, const int64_t* ends, int64_t n_parts, float* y,
@@ -161,6 +162,16 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
         const auto begin = reinterpret_cast<uintptr_t>(ng.rows[r] + off);
         for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
           _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+      }
+      // This group's next super-block into L1 while this one computes: its lines are in L2
+      // (or on their way) from the prefetch above one group earlier, and pass 1 reads each
+      // row's scales first thing, which otherwise waits on L2 row by row.
+      if (sb + 1 < nb) {
+        for (int r = 0; r < g.count; ++r) {
+          const auto begin = reinterpret_cast<uintptr_t>(g.rows[r] + off + kB);
+          for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+        }
       }
       Coefs::make(g, off, c);
       Sums::add(g.rows, steps, off, c, yg + sb * kQK_K);

@@ -261,6 +261,17 @@ void axpy_legacy_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
     float* const yg = y + static_cast<size_t>(g.part) * ldy;
     for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
       const int cb = static_cast<int>(std::min(kChunk, nb - b0));
+      // This group's next chunk into L1 while this one computes (its lines are in L2 from the
+      // prefetch below one group earlier): pass 1 starts by reading every row's scales.
+      if (b0 + kChunk < nb) {
+        const int64_t end = std::min(nb, b0 + 2 * kChunk) * kB;
+        for (int r = 0; r < g.count; ++r) {
+          const auto begin = reinterpret_cast<uintptr_t>(g.rows[r] + (b0 + kChunk) * kB);
+          const auto stop = reinterpret_cast<uintptr_t>(g.rows[r] + end);
+          for (uintptr_t line = begin & ~uintptr_t{63}; line < stop; line += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+        }
+      }
       Coefs::make(g, b0 * kB, cb, c);
       // Pass 2: the integer sums, added to y.
       for (int b = 0; b < cb; ++b) {
