@@ -34,6 +34,17 @@ int64_t select(cpu::Isa isa, const FfnShape& shape, const FfnWeights& w, const S
     if (stats) stats->neurons_active += static_cast<uint64_t>(k);
     return k;
   }
+  if (n == 1 && sel.kind == Selection::Kind::Activations && !w.neurons) {
+    // One token's magnitude decision: every neuron of a SiLU or GELU gate fires (never exactly
+    // zero), so a branch per neuron is cheap here, but the step runs on one thread while the
+    // pool waits: keep it branch-free.
+    for (int64_t i = 0; i < n_cand; ++i) {
+      idx[k] = static_cast<int32_t>(i);
+      k += sel.values[i] != 0.0f ? 1 : 0;
+    }
+    if (stats) stats->neurons_active += static_cast<uint64_t>(k);
+    return k;
+  }
   uint64_t active = 0;
   for (int64_t c = 0; c < n_cand; ++c) {
     const int32_t i = cand[c];
@@ -60,18 +71,28 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
     return;
   }
   const Matrix& up = *g.w.up;
+  // Every neuron selected (model-wide thresholds: a SiLU or GELU gate is never exactly zero), so
+  // idx is the identity: the rule's values and up's products are used as they lie, without the
+  // index copies, which run on one thread while the pool waits.
+  const bool every = k == n_ff;
   if (sel.up) {
     // The rule computed every neuron's up with the gate (and counted its bytes).
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) a[t * k + j] = sel.up[t * n_ff + idx[j]];
+    if (every) {
+      std::copy(sel.up, sel.up + n * n_ff, a);
+    } else {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) a[t * k + j] = sel.up[t * n_ff + idx[j]];
+      }
     }
   } else if ((g.w.up_t && g.w.up_t->present() && s.n_inputs >= 0) || up.input_major) {
     // Every neuron's up through the input-major copy (its input's zeros are what it skips, or a
     // product over all of it where up is held only that way), then the selected ones picked out.
-    float* const full = s.gate.data();  // [n, n_ff], unused once the rule has decided
+    float* const full = every ? a : s.gate.data();  // [n, n_ff]; gate's is free by now
     all_rows_product(ctx, up, g.w.up_t, g.xn, n, s, full, stats);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t j = 0; j < k; ++j) a[t * k + j] = full[t * n_ff + idx[j]];
+    if (!every) {
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t j = 0; j < k; ++j) a[t * k + j] = full[t * n_ff + idx[j]];
+      }
     }
   } else {
     gather_matmul(ctx, up.type, up.data, up.rows, up.cols, idx, k, g.xn, n, a);
@@ -79,6 +100,10 @@ void decided_activations(cpu::CpuContext& ctx, const FfnShape& shape, const FfnG
   }
   add_gathered_bias(g.w.up_bias, idx, k, n, a);
   if (shape.up_relu) activate(ctx.isa(), Activation::Relu, a, n * k, a);
+  if (every) {
+    vec_mul(ctx.isa(), a, sel.values, n * n_ff);
+    return;
+  }
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t j = 0; j < k; ++j) a[t * k + j] *= sel.values[t * n_ff + idx[j]];
   }
