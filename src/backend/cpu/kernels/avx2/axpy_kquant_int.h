@@ -157,14 +157,8 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
     const int steps = (g.count + 3) / 4;
     for (int64_t sb = 0; sb < nb; ++sb) {
       const int64_t off = sb * kB;
-      for (int r = 0; r < ng.count; ++r) {
-        // Each line the super-block touches, once.
-        const auto begin = reinterpret_cast<uintptr_t>(ng.rows[r] + off);
-        for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-      }
       // This group's next super-block into L1 while this one computes: its lines are in L2
-      // (or on their way) from the prefetch above one group earlier, and pass 1 reads each
+      // (or on their way) from the prefetches below one group earlier, and pass 1 reads each
       // row's scales first thing, which otherwise waits on L2 row by row.
       if (sb + 1 < nb) {
         for (int r = 0; r < g.count; ++r) {
@@ -174,6 +168,13 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
         }
       }
       Coefs::make(g, off, c);
+      // The next group's super-block into L2, each line it touches once. After pass 1, whose
+      // loads then do not queue behind these misses.
+      for (int r = 0; r < ng.count; ++r) {
+        const auto begin = reinterpret_cast<uintptr_t>(ng.rows[r] + off);
+        for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+      }
       Sums::add(g.rows, steps, off, c, yg + sb * kQK_K);
     }
   }
