@@ -130,6 +130,17 @@ struct CoefsQ6_K {
   }
 };
 
+// Rows [r0, r1)'s bytes [off, off + bytes), each line they touch once, with the prefetch hint
+// Hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2).
+template <_mm_hint Hint>
+void prefetch_rows(const uint8_t* const* rows, int r0, int r1, int64_t off, int64_t bytes) {
+  for (int r = r0; r < r1; ++r) {
+    const auto begin = reinterpret_cast<uintptr_t>(rows[r] + off);
+    for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), Hint);
+  }
+}
+
 // The walk: groups of active rows as the Q4_0 kernel forms them (parts included), and per group
 // and super-block pass 1 (F::Coefs) then pass 2 (F::Sums::add(rows, steps, off, c, y): adds the
 // super-block's 256 columns into y). The next group's rows are prefetched into L2 a super-block
@@ -160,22 +171,15 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
       // This group's next super-block into L1 while this one computes: its lines are in L2
       // (or on their way) from the prefetches below one group earlier, and pass 1 reads each
       // row's scales first thing, which otherwise waits on L2 row by row.
-      if (sb + 1 < nb) {
-        for (int r = 0; r < g.count; ++r) {
-          const auto begin = reinterpret_cast<uintptr_t>(g.rows[r] + off + kB);
-          for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-        }
-      }
+      if (sb + 1 < nb) prefetch_rows<_MM_HINT_T0>(g.rows, 0, g.count, off + kB, kB);
       Coefs::make(g, off, c);
-      // The next group's super-block into L2, each line it touches once. After pass 1, whose
-      // loads then do not queue behind these misses.
-      for (int r = 0; r < ng.count; ++r) {
-        const auto begin = reinterpret_cast<uintptr_t>(ng.rows[r] + off);
-        for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + kB; line += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-      }
+      // The next group's super-block into L2, each line it touches once: half its rows after
+      // pass 1 and half after pass 2, so that neither pass's loads queue behind all of these
+      // misses at once.
+      const int first_half = ng.count / 2;
+      prefetch_rows<_MM_HINT_T1>(ng.rows, 0, first_half, off, kB);
       Sums::add(g.rows, steps, off, c, yg + sb * kQK_K);
+      prefetch_rows<_MM_HINT_T1>(ng.rows, first_half, ng.count, off, kB);
     }
   }
 }
