@@ -35,9 +35,8 @@ int64_t select(cpu::Isa isa, const FfnShape& shape, const FfnWeights& w, const S
     return k;
   }
   if (n == 1 && sel.kind == Selection::Kind::Activations && !w.neurons) {
-    // One token's magnitude decision: every neuron of a SiLU or GELU gate fires (never exactly
-    // zero), so a branch per neuron is cheap here, but the step runs on one thread while the
-    // pool waits: keep it branch-free.
+    // One token's magnitude decision (a neuron fires where its value is not zero), in one
+    // branch-free pass: it runs on one thread while the pool waits.
     for (int64_t i = 0; i < n_cand; ++i) {
       idx[k] = static_cast<int32_t>(i);
       k += sel.values[i] != 0.0f ? 1 : 0;

@@ -130,17 +130,6 @@ struct CoefsQ6_K {
   }
 };
 
-// Rows [r0, r1)'s bytes [off, off + bytes), each line they touch once, with the prefetch hint
-// Hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2).
-template <_mm_hint Hint>
-void prefetch_rows(const uint8_t* const* rows, int r0, int r1, int64_t off, int64_t bytes) {
-  for (int r = r0; r < r1; ++r) {
-    const auto begin = reinterpret_cast<uintptr_t>(rows[r] + off);
-    for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + bytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(line), Hint);
-  }
-}
-
 // The walk: groups of active rows as the Q4_0 kernel forms them (parts included), and per group
 // and super-block pass 1 (F::Coefs) then pass 2 (F::Sums::add(rows, steps, off, c, y): adds the
 // super-block's 256 columns into y). The next group's rows are prefetched into L2 a super-block

@@ -233,6 +233,17 @@ struct Coefs8 {
   }
 };
 
+// Rows [r0, r1)'s bytes [off, off + bytes), each line they touch once, with the prefetch hint
+// Hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2).
+template <_mm_hint Hint>
+void prefetch_rows(const uint8_t* const* rows, int r0, int r1, int64_t off, int64_t bytes) {
+  for (int r = r0; r < r1; ++r) {
+    const auto begin = reinterpret_cast<uintptr_t>(rows[r] + off);
+    for (uintptr_t line = begin & ~uintptr_t{63}; line < begin + bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), Hint);
+  }
+}
+
 // Parts: positions [ends[p - 1], ends[p]) of idx and a (ends[-1] = 0) add into y + p * ldy.
 // Block: BlockQ4_0 or BlockQ8_0 (the f16 scale, then the codes); Coefs: pass 1 (Coefs8 or a wider
 // one), Sums: pass 2 for that block type.
@@ -264,13 +275,9 @@ void axpy_legacy_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
       // This group's next chunk into L1 while this one computes (its lines are in L2 from the
       // prefetch below one group earlier): pass 1 starts by reading every row's scales.
       if (b0 + kChunk < nb) {
-        const int64_t end = std::min(nb, b0 + 2 * kChunk) * kB;
-        for (int r = 0; r < g.count; ++r) {
-          const auto begin = reinterpret_cast<uintptr_t>(g.rows[r] + (b0 + kChunk) * kB);
-          const auto stop = reinterpret_cast<uintptr_t>(g.rows[r] + end);
-          for (uintptr_t line = begin & ~uintptr_t{63}; line < stop; line += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
-        }
+        const int64_t next = b0 + kChunk;
+        prefetch_rows<_MM_HINT_T0>(g.rows, 0, g.count, next * kB,
+                                   (std::min(nb, next + kChunk) - next) * kB);
       }
       Coefs::make(g, b0 * kB, cb, c);
       // Pass 2: the integer sums, added to y.
