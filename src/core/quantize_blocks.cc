@@ -45,24 +45,27 @@ const float* floor_weights(const float* w, int64_t n, float* out) {
 }
 
 // The row x[n] in type t (whose codec is c), block by block through one of c's unweighted fits.
-bool each_block(const BlockCodec& c, void (*fit)(const float*, void*), DType t, const float* x,
+void each_block(const BlockCodec& c, void (*fit)(const float*, void*), DType t, const float* x,
                 void* y, int64_t n) {
   const int64_t bytes = dtype_block_bytes(t);
   auto* out = static_cast<uint8_t*>(y);
   for (int64_t b = 0; b < n / c.block_size; ++b) fit(x + b * c.block_size, out + b * bytes);
-  return true;
 }
 
 }  // namespace
 
 bool quantize_row_blocks(DType t, const float* x, void* y, int64_t n) {
   const BlockCodec* c = codec(t);
-  return c && each_block(*c, c->reference, t, x, y, n);
+  if (!c) return false;
+  each_block(*c, c->reference, t, x, y, n);
+  return true;
 }
 
 bool quantize_row_blocks_quick(DType t, const float* x, void* y, int64_t n) {
   const BlockCodec* c = codec(t);
-  return c && each_block(*c, c->quick ? c->quick : c->reference, t, x, y, n);
+  if (!c) return false;
+  each_block(*c, c->quick ? c->quick : c->reference, t, x, y, n);
+  return true;
 }
 
 bool quantize_row_blocks_search(DType t, const float* x, const float* w, void* y, int64_t n) {

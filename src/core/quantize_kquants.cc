@@ -156,25 +156,31 @@ void pack_k4_nibbles(const uint8_t* L, uint8_t* qs) {
   }
 }
 
-void q4_k(const float* x, const float* qw, bool reference, void* out) {
+// A Q4_K block by fit_k4 (quick: its fewer candidate scales).
+void q4_k_block(const float* x, const float* qw, bool reference, bool quick, void* out) {
   auto* y = static_cast<BlockQ4_K*>(out);
   uint8_t L[kQK_K];
-  fit_k4(x, qw, reference, 15, &y->d, &y->dmin, y->scales, L);
+  fit_k4(x, qw, reference, 15, &y->d, &y->dmin, y->scales, L, quick);
   pack_k4_nibbles(L, y->qs);
 }
 
-// Q5_K's codes L[256] (0..31): low nibbles as Q4_K's, fifth bits in qh.
-void pack_k5(const uint8_t* L, BlockQ5_K* y) {
+void q4_k(const float* x, const float* qw, bool reference, void* out) {
+  q4_k_block(x, qw, reference, false, out);
+}
+
+// A Q5_K block by fit_k4 (quick: its fewer candidate scales): the codes' low nibbles as Q4_K's,
+// their fifth bits in qh.
+void q5_k_block(const float* x, const float* qw, bool reference, bool quick, void* out) {
+  auto* y = static_cast<BlockQ5_K*>(out);
+  uint8_t L[kQK_K];
+  fit_k4(x, qw, reference, 31, &y->d, &y->dmin, y->scales, L, quick);
   pack_k4_nibbles(L, y->qs);
   std::memset(y->qh, 0, sizeof y->qh);
   for (int i = 0; i < kQK_K; ++i) y->qh[i % 32] |= static_cast<uint8_t>((L[i] >> 4) << (i / 32));
 }
 
 void q5_k(const float* x, const float* qw, bool reference, void* out) {
-  auto* y = static_cast<BlockQ5_K*>(out);
-  uint8_t L[kQK_K];
-  fit_k4(x, qw, reference, 31, &y->d, &y->dmin, y->scales, L);
-  pack_k5(L, y);
+  q5_k_block(x, qw, reference, false, out);
 }
 
 // --- Q2_K: 16 sub-blocks of 16, x ~ d * sc * q - dmin * m, q 2 bits, sc and m 4 bits.
@@ -320,19 +326,8 @@ void iq4_xs(const float* x, const float* qw, bool reference, void* out) {
 }
 
 // The reference's fits with fewer candidate scales, for blocks made at load.
-void q4_k_quick(const float* x, void* out) {
-  auto* y = static_cast<BlockQ4_K*>(out);
-  uint8_t L[kQK_K];
-  fit_k4(x, nullptr, true, 15, &y->d, &y->dmin, y->scales, L, /*quick=*/true);
-  pack_k4_nibbles(L, y->qs);
-}
-
-void q5_k_quick(const float* x, void* out) {
-  auto* y = static_cast<BlockQ5_K*>(out);
-  uint8_t L[kQK_K];
-  fit_k4(x, nullptr, true, 31, &y->d, &y->dmin, y->scales, L, /*quick=*/true);
-  pack_k5(L, y);
-}
+void q4_k_quick(const float* x, void* out) { q4_k_block(x, nullptr, true, true, out); }
+void q5_k_quick(const float* x, void* out) { q5_k_block(x, nullptr, true, true, out); }
 
 constexpr BlockCodec kQ2_K = make_codec<q2_k>(kQK_K);
 constexpr BlockCodec kQ3_K = make_codec<q3_k>(kQK_K);

@@ -144,10 +144,7 @@ void axpy_kquant_int_parts(int64_t n, const uint8_t* wb, size_t ldw, const int32
   IntGroup groups[2];
   IntCursor at;
   next_int_group(wb, ldw, idx, a, ends, n_parts, at, groups[0]);
-  for (int r = 0; r < groups[0].count; ++r) {
-    for (int64_t o = 0; o < nb * kB; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(groups[0].rows[r] + o), _MM_HINT_T0);
-  }
+  prefetch_rows<_MM_HINT_T0>(groups[0].rows, 0, groups[0].count, 0, nb * kB);
   KCoefs c;
   for (int cur = 0; groups[cur].count > 0; cur ^= 1) {
     const IntGroup& g = groups[cur];
